@@ -1,0 +1,33 @@
+# Two commands set everything up on a fresh machine:
+#   make run    starts the desktop app
+#   make test   runs the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export SPARKSYNC_DEV := 1
+
+.PHONY: run test perf setup system-deps clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml agent/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ./agent[gpu] -e .[gui,test,perf]
+	touch $(STAMP)
+
+system-deps:
+	./packaging/dev/system-deps.sh
+
+run: setup
+	$(PY) -m sparksync.gui.app
+
+test: setup system-deps
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not perf" $(PYTEST_ARGS)
+
+perf: setup system-deps
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m perf -s -p no:randomly tests/perf $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) build dist

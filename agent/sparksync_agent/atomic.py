@@ -1,0 +1,41 @@
+"""Atomic file writes: temp file in the same directory, fsync, rename.
+
+A crash mid-write leaves either the old file or the new one, never half of
+either, which matters for the token, the node id and every persisted config.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: Path, data: bytes | str, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data`` atomically, created with ``mode``."""
+    if isinstance(data, str):
+        data = data.encode()
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        # mkstemp makes the file 0600; chmod before any byte lands so a wider
+        # mode is never observed with partial content, nor a narrower one lost.
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    # The rename itself is only durable once the directory entry is flushed.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,68 @@
+"""Everything a running agent holds, in one object the API reads from."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparksync_agent.collectors import CollectorSet
+from sparksync_agent.protocol import AGENT_VERSION, PROTOCOL_VERSION, AgentStatus, NodeInfo, Snapshot
+from sparksync_agent.sampler import Sampler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentOptions:
+    state_dir: Path
+    port: int = 0
+    sample_hz: float = 1.0
+    advertise: bool = False
+    interfaces: list[str] = field(default_factory=list)
+    metrics_public: bool = False
+    ssh_port: int = 22
+
+
+class AgentRuntime:
+    """The live agent: identity, sampler, and the clients streaming from it."""
+
+    def __init__(self, options: AgentOptions, node_id: str, info: NodeInfo, collectors: CollectorSet):
+        self.options = options
+        self.node_id = node_id
+        self.info = info
+        self.run_id = uuid.uuid4().hex
+        self.started_at = time.time()
+        self.collectors = collectors
+        self.sampler = Sampler(collectors, options.sample_hz)
+        self.stream_clients = 0
+        self.advertiser = None  # an advertise.Advertiser while mDNS is on
+        # Set when the agent is asked to stop, so long-lived streams end at once
+        # instead of holding the shutdown up.
+        self.stopping = asyncio.Event()
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(
+            info=self.info, run_id=self.run_id, sample_hz=self.options.sample_hz, latest=self.sampler.latest
+        )
+
+    def status(self) -> AgentStatus:
+        return AgentStatus(
+            agent_version=AGENT_VERSION,
+            protocol_version=PROTOCOL_VERSION,
+            node_id=self.node_id,
+            run_id=self.run_id,
+            pid=os.getpid(),
+            started_at=self.started_at,
+            uptime_s=time.time() - self.started_at,
+            sample_hz=self.options.sample_hz,
+            last_seq=self.sampler.ring.last_seq,
+            ring_capacity=self.sampler.ring.capacity,
+            collectors=self.collectors.states(),
+            advertising=self.advertiser is not None,
+            stream_clients=self.stream_clients,
+        )

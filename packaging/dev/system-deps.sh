@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test suite and the app need, when run as root.
+# Skips apt entirely when everything is already there, so repeated `make` runs stay fast.
+set -euo pipefail
+packages=(
+  iproute2          # lab: network namespaces, veth, bridge
+  procps            # ps/pkill used by lab teardown
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+  echo "warning: missing system packages: ${missing[*]} (install them with apt-get as root)" >&2
+  exit 0
+fi
+echo "installing system packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,65 @@
+"""Every wire model survives a JSON round trip (property test)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from sparksync_agent import protocol
+
+WIRE_MODELS = [
+    obj
+    for _, obj in inspect.getmembers(protocol, inspect.isclass)
+    if issubclass(obj, protocol.WireModel) and obj is not protocol.WireModel
+]
+
+# JSON carries neither NaN nor infinities, and the models refuse them.
+st.register_type_strategy(float, st.floats(allow_nan=False, allow_infinity=False, width=64))
+
+
+def _fields_strategy(model: type[BaseModel]) -> st.SearchStrategy:
+    # Draw every field from its annotation, defaults included, so optional and
+    # nested parts are exercised too (hypothesis cannot see pydantic's factories).
+    fields = {name: st.from_type(f.annotation) for name, f in model.model_fields.items()}
+    return st.fixed_dictionaries(fields).flatmap(lambda values: st.just(_build(model, values)))
+
+
+def _build(model: type[BaseModel], values: dict):
+    try:
+        return model(**values)
+    except ValueError:
+        return None  # outside a field's constraints (e.g. seq < 1): not a wire message
+
+
+for _model in WIRE_MODELS:
+    st.register_type_strategy(_model, st.deferred(lambda m=_model: _fields_strategy(m).filter(lambda x: x is not None)))
+
+
+def test_the_protocol_module_defines_the_models():
+    names = {m.__name__ for m in WIRE_MODELS}
+    assert {"Sample", "Snapshot", "TelemetryPage", "Hello", "HelloReply", "AgentStatus", "NodeInfo"} <= names
+
+
+@pytest.mark.parametrize("model", WIRE_MODELS, ids=lambda m: m.__name__)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_json_round_trip(model: type[BaseModel], data):
+    instance = data.draw(st.from_type(model))
+    again = model.model_validate_json(instance.model_dump_json())
+    assert again == instance
+    compact = model.model_validate_json(instance.model_dump_json(exclude_none=True))
+    assert compact == instance
+
+
+def test_nan_is_refused():
+    with pytest.raises(ValueError):
+        protocol.CpuSample(percent=float("nan"), per_core=[], load_avg=(0, 0, 0))
+
+
+def test_major_version():
+    assert protocol.protocol_major("1.7") == 1
+    assert protocol.protocol_major(protocol.PROTOCOL_VERSION) >= 1

@@ -1,0 +1,58 @@
+"""Suite-wide guards: no test may leak threads or child processes, or touch real user files."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import psutil
+import pytest
+
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own SPARKSYNC_HOME so nothing reaches the user's real files."""
+    home = tmp_path_factory.mktemp("sparksync-home")
+    monkeypatch.setenv("SPARKSYNC_HOME", str(home))
+    return home
+
+
+def _threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.is_alive()}
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
+
+
+@pytest.fixture(autouse=True)
+def _no_leaks(request):
+    """Fail a test that leaves threads or processes behind (after a short grace)."""
+    threads_before, children_before = _threads(), _children()
+    yield
+    if request.node.get_closest_marker("allow_leaks"):
+        return
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:
+        leaked_threads = _threads() - threads_before
+        leaked_children = _children() - children_before
+        if not leaked_threads and not leaked_children:
+            return
+        threading.Event().wait(0.05)
+    details = [f"thread {t.name}" for t in leaked_threads]
+    details += [f"process {pid} ({_cmdline(pid)})" for pid in leaked_children]
+    pytest.fail("test leaked: " + ", ".join(details), pytrace=False)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return " ".join(psutil.Process(pid).cmdline())[:120]
+    except psutil.Error:
+        return "gone"
+
+
+def pytest_configure(config):
+    # Qt must never try a real display in tests (and aborts without one).
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
