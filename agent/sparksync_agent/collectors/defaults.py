@@ -1,0 +1,29 @@
+"""The collectors a node agent runs by default."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sparksync_agent.collectors import Collector
+from sparksync_agent.collectors.cpu import CpuCollector
+from sparksync_agent.collectors.gpu import make_gpu_collector
+from sparksync_agent.collectors.memory import MemoryCollector
+from sparksync_agent.collectors.network import NetworkCollector
+from sparksync_agent.collectors.rdma import RdmaCollector
+
+
+def default_collectors(
+    proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys"), nvml: Any = None
+) -> list[Collector]:
+    """Memory, CPU, network and RDMA, plus GPU where NVML works (``nvml`` None: import pynvml)."""
+    collectors: list[Collector] = [
+        MemoryCollector(proc_root),
+        CpuCollector(proc_root),
+        NetworkCollector(proc_root, sys_root),
+        RdmaCollector(sys_root),
+    ]
+    gpu = make_gpu_collector(nvml)
+    if gpu is not None:
+        collectors.append(gpu)
+    return collectors
