@@ -9,6 +9,7 @@ import time
 import psutil
 import pytest
 
+pytest_plugins = ["tests.lab.fixtures"]
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,10 @@ set -euo pipefail
 packages=(
   iproute2          # lab: network namespaces, veth, bridge
   procps            # ps/pkill used by lab teardown
+  openssh-server    # lab: a real sshd per node namespace
+  openssh-client    # ssh-keygen for fingerprints in tests
+  dbus              # a session bus for the real keyring in tests
+  gnome-keyring     # a real Secret Service backend for keyring tests
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,1 @@
+"""The network-namespace lab: netlab (the library) and fixtures (the pytest plugin)."""
