@@ -32,7 +32,9 @@ SHUTDOWN_GRACE_S = 1.0  # SIGTERM must end the agent within 2 s
 
 def bind_loopback(port: int) -> socket.socket:
     """Bind 127.0.0.1 ourselves: a clear error for a taken port, and port 0 support."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Name the protocol: asyncio turns on TCP_NODELAY only for sockets whose proto is
+    # IPPROTO_TCP, and without it every reply stalls ~40 ms on Nagle + delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(("127.0.0.1", port))

@@ -98,7 +98,7 @@ def read_endpoint(state_dir: Path) -> Endpoint | None:
     path = Path(state_dir) / ENDPOINT_FILE
     try:
         endpoint = Endpoint.model_validate_json(path.read_bytes())
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):
         return None
     return endpoint if _pid_alive(endpoint.pid) else None
 
@@ -116,7 +116,7 @@ def clear_endpoint(state_dir: Path, run_id: str) -> None:
 def read_token(state_dir: Path) -> str | None:
     try:
         return (Path(state_dir) / TOKEN_FILE).read_text().strip() or None
-    except FileNotFoundError:
+    except OSError:
         return None
 
 

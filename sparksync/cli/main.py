@@ -1,0 +1,43 @@
+"""The ``sparksync`` command.
+
+Commands follow ``sparksync <noun> <verb>``. An expected failure (a
+SparkSyncError) prints one clear line to stderr and exits with the error's
+exit code; only a bug shows a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from sparksync import __version__
+from sparksync.cli.node import node
+from sparksync.core.errors import SparkSyncError
+
+
+class _Cli(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SparkSyncError as exc:
+            click.echo(f"sparksync: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="sparksync", message="%(prog)s %(version)s")
+@click.option("-v", "--verbose", count=True, help="Log more (-v: info, -vv: debug) to stderr.")
+def cli(verbose: int) -> None:
+    """Manage a cluster of NVIDIA DGX Spark nodes from this computer."""
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    # httpx logs every request at INFO; that is debug detail for us.
+    logging.getLogger("httpx").setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
+
+
+cli.add_command(node)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli.main(args=argv, prog_name="sparksync")

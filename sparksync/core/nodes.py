@@ -1,0 +1,54 @@
+"""The nodes a command or a window talks to, each with a name and a way to reach its agent.
+
+Today there is one: "this computer", reached through the local agent. Remote
+nodes (reached through SSH tunnels) will implement the same ``NodeHandle``
+shape, so callers loop over ``known_nodes()`` and never care how a node is
+reached.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from sparksync.core.agent_client import AgentClient
+from sparksync.core.local_agent import LocalAgent
+
+LOCAL_NODE_NAME = "this computer"
+
+
+class NodeHandle(Protocol):
+    name: str
+    source: str  # how the node is reached: "local" today, "ssh" later
+
+    def connect(self, cancel: threading.Event | None = None) -> AbstractContextManager[AgentClient]:
+        """A client for the node's agent, valid inside the ``with`` block."""
+        ...
+
+
+@dataclass
+class LocalNode:
+    """This computer, through the client-run local agent (started on demand, stopped after)."""
+
+    name: str = LOCAL_NODE_NAME
+    source: str = "local"
+    sample_hz: float = 1.0
+    state_dir: Path | None = None
+
+    @contextmanager
+    def connect(self, cancel: threading.Event | None = None) -> Iterator[AgentClient]:
+        agent = LocalAgent(self.state_dir, self.sample_hz)
+        agent.start(cancel)
+        try:
+            with agent.client() as client:
+                yield client
+        finally:
+            agent.stop()  # a no-op when we only attached to a running agent
+
+
+def known_nodes() -> list[NodeHandle]:
+    return [LocalNode()]

@@ -1,0 +1,51 @@
+"""A card with one node's identity: hostname, model, architecture, memory."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QWidget
+
+from sparksync_agent.protocol import Sample, Snapshot
+
+FIELDS = (
+    ("hostname", "Hostname"),
+    ("model", "Model"),
+    ("arch", "Architecture"),
+    ("memory_total", "Memory total"),
+    ("os", "System"),
+    ("cpus", "CPUs"),
+    ("agent", "Agent"),
+)
+
+
+class NodeCard(QGroupBox):
+    def __init__(self, name: str, parent: QWidget | None = None):
+        super().__init__(name, parent)
+        self.setObjectName("nodeCard")
+        layout = QFormLayout(self)
+        self._labels: dict[str, QLabel] = {}
+        for key, title in FIELDS:
+            label = QLabel("…")
+            label.setObjectName(f"node_{key}")
+            self._labels[key] = label
+            layout.addRow(f"{title}:", label)
+
+    def text(self, key: str) -> str:
+        return self._labels[key].text()
+
+    def show_snapshot(self, snapshot: Snapshot) -> None:
+        info = snapshot.info
+        self._set("hostname", info.hostname)
+        self._set("model", info.model or "—")
+        self._set("arch", info.arch)
+        self._set("os", f"{info.os} (kernel {info.kernel})")
+        self._set("cpus", str(info.cpu_count))
+        self._set("agent", f"{info.agent_version}, protocol {info.protocol_version}")
+        if snapshot.latest is not None:
+            self.show_sample(snapshot.latest)
+
+    def show_sample(self, sample: Sample) -> None:
+        if sample.memory is not None:
+            self._set("memory_total", f"{sample.memory.total_bytes / 1e9:.1f} GB")
+
+    def _set(self, key: str, value: str) -> None:
+        self._labels[key].setText(value)

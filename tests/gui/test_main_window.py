@@ -1,0 +1,74 @@
+"""The main window against a real local agent (offscreen Qt)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+
+import numpy as np
+import psutil
+import pytest
+
+from sparksync.core.paths import local_agent_state_dir
+from sparksync_agent.state import read_endpoint
+
+pytestmark = pytest.mark.gui
+
+
+def mem_total_bytes() -> int:
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no MemTotal in /proc/meminfo")
+
+
+def test_shows_this_computer_and_live_plots(qtbot, live_window):
+    win = live_window
+    assert win.windowTitle() == "SparkSync"
+    assert win.card.title() == "this computer"
+    assert win.card.text("hostname") == socket.gethostname()
+    assert win.card.text("arch") == os.uname().machine
+    assert win.card.text("memory_total") == f"{mem_total_bytes() / 1e9:.1f} GB"
+    qtbot.waitUntil(lambda: win.plot.points_shown() >= 3, timeout=10_000)
+    x, used = win.plot.used_curve.getData()
+    _, total = win.plot.total_curve.getData()
+    assert np.all(np.diff(x) > 0)  # a time axis that grows
+    assert np.all((used > 0) & (used <= total)) and total[-1] == pytest.approx(mem_total_bytes() / 1e9)
+    _, cpu = win.plot.cpu_curve.getData()
+    assert np.all((cpu >= 0) & (cpu <= 100))
+
+
+def test_a_killed_agent_reaches_the_status_bar_and_is_replaced(qtbot, live_window):
+    win = live_window
+    first = read_endpoint(local_agent_state_dir())
+    os.kill(first.pid, signal.SIGKILL)
+    qtbot.waitUntil(lambda: "did not answer" in win.statusBar().currentMessage(), timeout=10_000)
+    assert win.statusBar().currentMessage().startswith("Error: this computer:")
+    assert "did not answer" in win.problem.toolTip() and win.problem.text().startswith("⚠ this computer:")
+    # The worker replaces the dead local agent and the plots go on.
+    qtbot.waitUntil(lambda: (read_endpoint(local_agent_state_dir()) or first).pid != first.pid, timeout=20_000)
+    shown = win.plot.series.version
+    qtbot.waitUntil(lambda: win.plot.series.version > shown + 2, timeout=20_000)
+    qtbot.waitUntil(lambda: win.statusBar().currentMessage() == "this computer: live", timeout=10_000)
+    assert win.problem.text() == ""  # the error is over once the node is live again
+
+
+def test_closing_stops_the_worker_and_the_agent(qtbot, live_window):
+    win = live_window
+    agent_pid = read_endpoint(local_agent_state_dir()).pid
+    with qtbot.waitSignal(win.shut_down, timeout=15_000):
+        win.close()
+        assert not win.isVisible()  # hidden at once, the GUI thread never waits on the agent
+    assert not win.is_running() and win.worker is None
+    assert not psutil.pid_exists(agent_pid)
+    assert not [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    assert read_endpoint(local_agent_state_dir()) is None
+
+
+def test_closing_while_the_agent_starts(qtbot, window):
+    window.start()
+    with qtbot.waitSignal(window.shut_down, timeout=15_000):
+        window.close()
+    assert not psutil.Process().children(recursive=True)
