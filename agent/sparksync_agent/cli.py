@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--ssh-port", type=int, default=22, help="SSH port to advertise (default 22)")
     serve.add_argument("--metrics-public", action="store_true",
                        help="serve /metrics without the token (for a local Prometheus)")
+    serve.add_argument("--parent-pid", type=int, default=None, metavar="PID",
+                       help="stop when process PID exits (used by the desktop app's local agent)")
     serve.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     status = sub.add_parser("status", help="ask the running agent on this node for its state")
     status.add_argument("--state-dir", type=Path, default=None)
@@ -63,6 +65,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         interfaces=args.interface,
         metrics_public=args.metrics_public,
         ssh_port=args.ssh_port,
+        parent_pid=args.parent_pid,
     )
     serve(options)
     return 0

@@ -21,6 +21,7 @@ from sparksync_agent.state import (
     clear_endpoint,
     load_or_create_node_id,
     load_or_create_token,
+    pid_alive,
     prepare_state_dir,
     write_endpoint,
 )
@@ -28,6 +29,7 @@ from sparksync_agent.state import (
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 1.0  # SIGTERM must end the agent within 2 s
+PARENT_POLL_S = 1.0
 
 
 def bind_loopback(port: int) -> socket.socket:
@@ -80,14 +82,20 @@ def serve(options: AgentOptions) -> None:
     sock = bind_loopback(options.port)
     port = sock.getsockname()[1]
     server_box: dict[str, _AgentServer] = {}
+    watchers: list[asyncio.Task] = []
 
     async def on_start(rt: AgentRuntime) -> None:
-        server_box["server"].loop = asyncio.get_running_loop()
+        server = server_box["server"]
+        server.loop = asyncio.get_running_loop()
         await _start_advertising(rt)
         _publish_endpoint(rt, port)
+        if rt.options.parent_pid:
+            watchers.append(asyncio.create_task(_exit_with_parent(server, rt, rt.options.parent_pid)))
         log.info("agent %s serving on 127.0.0.1:%d at %.1f Hz", rt.node_id[:8], port, rt.options.sample_hz)
 
     async def on_stop(rt: AgentRuntime) -> None:
+        for task in watchers:
+            task.cancel()
         clear_endpoint(rt.options.state_dir, rt.run_id)
         await _stop_advertising(rt)
         rt.collectors.close()
@@ -104,6 +112,15 @@ def serve(options: AgentOptions) -> None:
         sock.close()
     if not server.started:
         raise StateDirError("the agent did not start; see the log lines above")
+
+
+async def _exit_with_parent(server: _AgentServer, runtime: AgentRuntime, parent_pid: int) -> None:
+    """An agent the desktop app started must not outlive it, even if the app crashes."""
+    while pid_alive(parent_pid):
+        await asyncio.sleep(PARENT_POLL_S)
+    log.info("parent process %d is gone; stopping", parent_pid)
+    server.should_exit = True
+    request_stop(runtime)
 
 
 def _publish_endpoint(runtime: AgentRuntime, port: int) -> None:

@@ -26,6 +26,7 @@ class AgentOptions:
     interfaces: list[str] = field(default_factory=list)
     metrics_public: bool = False
     ssh_port: int = 22
+    parent_pid: int | None = None  # stop when this process is gone (the app's local agent)
 
 
 class AgentRuntime:

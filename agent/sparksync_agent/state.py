@@ -100,7 +100,7 @@ def read_endpoint(state_dir: Path) -> Endpoint | None:
         endpoint = Endpoint.model_validate_json(path.read_bytes())
     except (OSError, ValueError):
         return None
-    return endpoint if _pid_alive(endpoint.pid) else None
+    return endpoint if pid_alive(endpoint.pid) else None
 
 
 def clear_endpoint(state_dir: Path, run_id: str) -> None:
@@ -120,7 +120,7 @@ def read_token(state_dir: Path) -> str | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except OSError as exc:

@@ -171,6 +171,8 @@ class LocalAgent:
             "--state-dir", str(self.state_dir),
             "--no-advertise",
             "--sample-hz", f"{self.sample_hz:g}",
+            # The agent we start must not outlive us, even if this process crashes.
+            "--parent-pid", str(os.getpid()),
         ]  # fmt: skip
         with open(self.log_path, "ab") as log_file:
             self._proc = subprocess.Popen(

@@ -98,3 +98,20 @@ def test_endpoint_file_names_the_free_port_chosen(tmp_path):
             pass
     finally:
         agent.stop()
+
+
+def test_an_agent_started_for_a_parent_stops_when_the_parent_dies(tmp_path):
+    import time
+
+    parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    agent = start_agent(tmp_path / "state", tmp_path / "log", "--parent-pid", str(parent.pid))
+    try:
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while agent.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert agent.proc.poll() is not None, "the agent outlived its parent"
+        assert "parent process" in agent.log()
+    finally:
+        agent.stop()
