@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export SPARKSYNC_DEV := 1
 
-.PHONY: run test perf setup system-deps clean
+.PHONY: run test perf setup system-deps engines clean
 
 setup: $(STAMP)
 
@@ -20,13 +20,17 @@ $(STAMP): pyproject.toml agent/pyproject.toml
 system-deps:
 	./packaging/dev/system-deps.sh
 
+# llama.cpp's llama-server and rpc-server, built once and cached outside the clone
+engines: setup system-deps
+	./packaging/engines/build-llama-cpp.sh
+
 run: setup
 	$(PY) -m sparksync.gui.app
 
-test: setup system-deps
+test: setup system-deps engines
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not perf" $(PYTEST_ARGS)
 
-perf: setup system-deps
+perf: setup system-deps engines
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m perf -s -p no:randomly tests/perf $(PYTEST_ARGS)
 
 clean:

@@ -9,6 +9,9 @@ packages=(
   openssh-client    # ssh-keygen for fingerprints in tests
   dbus              # a session bus for the real keyring in tests
   gnome-keyring     # a real Secret Service backend for keyring tests
+  ninja-build       # engines: fast llama.cpp builds (cmake falls back to make)
+  cmake             # engines: configures the llama.cpp build
+  g++               # engines: compiles llama.cpp
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,1 @@
+"""Inference engines SparkSync can build and install on a node (no Qt here)."""
