@@ -16,14 +16,7 @@ from sparksync.cli.main import cli
 from sparksync.core.local_agent import LocalAgent
 from sparksync.core.paths import local_agent_state_dir
 from sparksync_agent.state import read_endpoint
-
-
-def mem_total_bytes() -> int:
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no MemTotal in /proc/meminfo")
+from tests.machine import mem_total_bytes
 
 
 def check_local_node(document: dict) -> dict:

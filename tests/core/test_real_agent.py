@@ -16,14 +16,7 @@ from sparksync.core.telemetry_stream import Connected, Disconnected
 from sparksync_agent.protocol import PROTOCOL_VERSION, Sample, protocol_major
 from sparksync_agent.state import read_endpoint, read_token
 from tests.core.conftest import FAST
-
-
-def mem_total_bytes() -> int:
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no MemTotal in /proc/meminfo")
+from tests.machine import mem_total_bytes
 
 
 def wait_for_seq(client: AgentClient, seq: int, timeout: float = 10.0) -> int:

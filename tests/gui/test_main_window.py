@@ -12,16 +12,9 @@ import pytest
 
 from sparksync.core.paths import local_agent_state_dir
 from sparksync_agent.state import read_endpoint
+from tests.machine import mem_total_bytes
 
 pytestmark = pytest.mark.gui
-
-
-def mem_total_bytes() -> int:
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no MemTotal in /proc/meminfo")
 
 
 def test_shows_this_computer_and_live_plots(qtbot, live_window):
