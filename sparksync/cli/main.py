@@ -12,7 +12,10 @@ import logging
 import click
 
 from sparksync import __version__
+from sparksync.cli.bundle import bundle
 from sparksync.cli.node import node
+from sparksync.cli.pair import add_pair_commands
+from sparksync.cli.plan import plan
 from sparksync.core.errors import SparkSyncError
 
 
@@ -36,7 +39,10 @@ def cli(verbose: int) -> None:
     logging.getLogger("httpx").setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
 
 
+add_pair_commands(node)
 cli.add_command(node)
+cli.add_command(bundle)
+cli.add_command(plan)
 
 
 def main(argv: list[str] | None = None) -> None:

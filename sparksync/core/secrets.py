@@ -118,11 +118,15 @@ def refusal_reason(backend: keyring.backend.KeyringBackend) -> str | None:
     if isinstance(backend, null.Keyring):
         return "keyring is disabled (its 'null' backend drops every secret)"
     if isinstance(backend, chainer.ChainerBackend):
-        if not backend.backends:
+        try:
+            members = backend.backends  # probes every backend; a D-Bus that vanished raises
+        except Exception as exc:  # noqa: BLE001 - any probe failure means: no usable backend
+            return f"keyring could not probe its backends ({type(exc).__name__}: {exc})"
+        if not members:
             return "keyring found no usable backend to chain"
         # A chain stores into the first backend that accepts, so any
         # plain-text member could end up holding the secret.
-        return next(filter(None, map(_plaintext_reason, backend.backends)), None)
+        return next(filter(None, map(_plaintext_reason, members)), None)
     return _plaintext_reason(backend)
 
 

@@ -1,0 +1,105 @@
+"""Unpairing: remove our key from the node, then the node from the registry and keyring.
+
+Only the authorized_keys lines holding this client's key go; every other
+line stays byte for byte. If the node cannot be reached (or its host key
+changed), nothing is changed anywhere and the error offers ``forget``:
+drop the node here only, leaving our key on the node (the message says so).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sparksync.core.client_key import ClientKey
+from sparksync.core.errors import SparkSyncError
+from sparksync.core.registry import PairedNode, Registry
+from sparksync.core.secrets import KeyringUnavailableError, SecretStore
+from sparksync.core.ssh.connection import Dialer, Endpoint, SshSettings, connect_with_key, default_dialer
+from sparksync.core.ssh.errors import UnpairError
+from sparksync.core.ssh.pairing import refresh_ssh_export
+from sparksync.core.ssh.remote_keys import uninstall_key
+
+log = logging.getLogger(__name__)
+
+# Per-node secrets kept in the keyring, each named by node_secret_name().
+NODE_SECRET_KINDS = ("agent-token",)
+
+
+def node_secret_name(node_name: str, kind: str) -> str:
+    return f"node/{node_name}/{kind}"
+
+
+@dataclass(frozen=True)
+class UnpairResult:
+    node: PairedNode
+    key_removed: bool  # False: forgotten locally only, or our key was not on the node
+    forgotten_only: bool
+    secrets_removed: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def unpair_node(
+    name: str,
+    *,
+    client_key: ClientKey | Callable[[], ClientKey],
+    registry: Registry | None = None,
+    secrets: SecretStore | None = None,
+    forget: bool = False,
+    dialer: Dialer | None = None,
+    settings: SshSettings | None = None,
+) -> UnpairResult:
+    """Unpair ``name``. ``client_key`` may be a loader, so ``forget`` never needs the keyring's key."""
+    registry = registry if registry is not None else Registry()
+    node = registry.get(name)
+    key = None if forget else (client_key() if callable(client_key) else client_key)
+    removed = (
+        False
+        if key is None
+        else _remove_our_key(node, key, dialer or default_dialer, settings or SshSettings())
+    )
+    registry.remove(name)
+    secrets_removed, warnings = _remove_secrets(node, secrets or SecretStore())
+    if key is not None:
+        refresh_ssh_export(registry, key)
+    if forget:
+        warnings.append(
+            f"{name} was only forgotten here: this computer's key may still be in "
+            f"~{node.user}/.ssh/authorized_keys on {node.host}; remove its 'sparksync@' line there by hand."
+        )
+    log.info("unpaired %s (key removed from node: %s)", name, removed)
+    return UnpairResult(node, removed, forget, secrets_removed, warnings)
+
+
+def _remove_our_key(node: PairedNode, key: ClientKey, dialer: Dialer, settings: SshSettings) -> bool:
+    endpoint = Endpoint(node.host, node.port, node.user, node.name)
+    try:
+        transport = connect_with_key(endpoint, node.host_key, key.pkey, dialer, settings)
+    except SparkSyncError as exc:
+        raise UnpairError(
+            f"Cannot unpair {node.name!r}: {exc}\nNothing was changed, here or on the node. Try again "
+            f"when the node is reachable, or drop it from this computer only with "
+            f"`sparksync node unpair {node.name} --forget` (our key then stays on the node)."
+        ) from exc
+    try:
+        return uninstall_key(transport, key.public_line(), endpoint.where)
+    finally:
+        transport.close()
+
+
+def _remove_secrets(node: PairedNode, secrets: SecretStore) -> tuple[list[str], list[str]]:
+    removed: list[str] = []
+    try:
+        for kind in NODE_SECRET_KINDS:
+            if secrets.delete(node_secret_name(node.name, kind)):
+                removed.append(kind)
+    except Exception as exc:  # keyring backends raise their own types
+        # The node is already gone from the registry; say what is left rather than fail.
+        reason = exc.reason if isinstance(exc, KeyringUnavailableError) else f"{type(exc).__name__}: {exc}"
+        warning = (
+            f"{node.name}'s secrets could not be removed from the keyring ({reason}); remove the entries "
+            f"'{node_secret_name(node.name, '*')}' of service {secrets.service!r} with your keyring's tool."
+        )
+        return removed, [warning]
+    return removed, []
