@@ -1,0 +1,154 @@
+"""Real bundles built from the package index: contents, resolution for the target, and a real offline install.
+
+Each target is built once per session (tests/core/bundle_helpers.py); pip
+downloads go to the package index configured on this machine.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from packaging.utils import parse_wheel_filename
+
+from sparksync.core.bundle import (
+    PLATFORMS,
+    PYTHONS,
+    BundleBuildError,
+    BundleOfflineError,
+    BundleVerifyError,
+    Target,
+    build_bundle,
+    install_command,
+    verify_bundle,
+)
+from sparksync.core.bundle.archive import unpack
+from sparksync.core.bundle.platforms import host_target
+from sparksync_agent.protocol import AGENT_VERSION, PROTOCOL_VERSION
+from tests.core.bundle_helpers import (
+    AARCH64_312,
+    AGENT_WHEEL,
+    clean_pip_env,
+    pip_offline,
+    repack,
+    session_agent_wheel,
+    session_bundle,
+)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def aarch64_bundle(tmp_path_factory) -> Path:
+    return session_bundle(tmp_path_factory, AARCH64_312)
+
+
+@pytest.fixture
+def host_bundle(tmp_path_factory) -> Path:
+    return session_bundle(tmp_path_factory, host_target())
+
+
+def runs_on_cp312_aarch64(wheel: str) -> bool:
+    """Written out independently of platforms.py: a manylinux aarch64 or 'any' platform, and a fitting ABI."""
+    for tag in parse_wheel_filename(wheel)[3]:
+        platform_ok = tag.platform == "any" or re.fullmatch(r"manylinux(2014|_2_\d+)_aarch64", tag.platform)
+        abi_ok = (tag.abi == "cp312" and tag.interpreter == "cp312") or tag.abi == "none" or (
+            tag.abi == "abi3" and int(tag.interpreter.removeprefix("cp3")) <= 12
+        )
+        if platform_ok and abi_ok:
+            return True
+    return False
+
+
+def test_aarch64_bundle_holds_only_wheels_that_run_on_a_spark(aarch64_bundle):
+    manifest = verify_bundle(aarch64_bundle, expect=AARCH64_312, agent_version=AGENT_VERSION)
+    names = [f.name for f in manifest.files]
+    assert aarch64_bundle.name == f"sparksync-agent-{AGENT_VERSION}-linux-aarch64-py3.12.tar.gz"
+    assert [n for n in names if not runs_on_cp312_aarch64(n)] == []
+    native = {parse_wheel_filename(n)[0] for n in names if n.endswith("_aarch64.whl")}
+    # The compiled ones really are aarch64 builds; psutil's is the stable-ABI (abi3) kind.
+    assert {"pydantic-core", "psutil", "zeroconf"} <= native
+    assert any(n.startswith("psutil-") and "-abi3-" in n for n in names)
+    assert AGENT_WHEEL in names and any(n.startswith("nvidia_ml_py-") for n in names)
+
+
+def test_aarch64_manifest_describes_the_bundle(aarch64_bundle):
+    manifest = verify_bundle(aarch64_bundle)
+    assert (manifest.agent_version, manifest.protocol_version) == (AGENT_VERSION, PROTOCOL_VERSION)
+    assert (manifest.platform, manifest.python, manifest.format_version) == ("linux-aarch64", "3.12", 1)
+    assert timedelta(0) <= datetime.now(timezone.utc) - manifest.created_at < timedelta(hours=6)
+    assert manifest.glibc_min == "2.17"  # manylinux2014 wheels: any DGX OS runs them
+    assert all(len(f.sha256) == 64 and f.size > 0 for f in manifest.files)
+
+
+def test_tampering_with_one_real_wheel_fails_verify_naming_it(aarch64_bundle, tmp_path):
+    def tamper(folder: Path) -> None:
+        core = next(folder.glob("pydantic_core-*.whl"))
+        data = bytearray(core.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        core.write_bytes(bytes(data))
+
+    with pytest.raises(BundleVerifyError) as caught:
+        verify_bundle(repack(aarch64_bundle, tmp_path / "tampered.tar.gz", tamper))
+    (problem,) = caught.value.problems
+    assert re.match(r"pydantic_core-\S+_aarch64\.whl does not match its checksum", problem)
+
+
+def test_pip_resolves_the_agent_for_a_spark_from_the_bundle_alone(aarch64_bundle, tmp_path):
+    folder = unpack(aarch64_bundle, tmp_path / "unpacked")
+    manifest = verify_bundle(aarch64_bundle)
+    cmd = [sys.executable, "-m", "pip", "install", "--isolated", "--no-index", "--find-links", str(folder),
+           "--dry-run", "--target", str(tmp_path / "site"), *AARCH64_312.pip_target_args(),
+           manifest.requirement()]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, env=clean_pip_env(), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    would = done.stdout.split("Would install", 1)[1].split()
+    for entry in manifest.files:
+        name, version, _, _ = parse_wheel_filename(entry.name)
+        assert f"{name}-{version}" in {w.lower().replace("_", "-") for w in would}, entry.name
+
+
+def test_host_bundle_installs_offline_into_a_fresh_venv_and_the_agent_runs(host_bundle, tmp_path):
+    # The exact path a node takes: unpack, new venv, pip --no-index from the bundle, run the agent.
+    folder = unpack(host_bundle, tmp_path / "unpacked")
+    manifest = verify_bundle(host_bundle)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    install = install_command(str(venv / "bin" / "python"), str(folder), manifest)
+    done = subprocess.run(install, capture_output=True, text=True, env=clean_pip_env(), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    version = subprocess.run([str(venv / "bin" / "sparksync-agent"), "version"],
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.strip() == f"sparksync-agent {AGENT_VERSION} (protocol {PROTOCOL_VERSION})"
+    gpu_extra = subprocess.run([str(venv / "bin" / "python"), "-c", "import pynvml"], timeout=60)
+    assert gpu_extra.returncode == 0  # nvidia-ml-py came with the bundle
+
+
+@pytest.mark.parametrize("target", [Target(p, v) for p in PLATFORMS for v in PYTHONS], ids=str)
+def test_every_target_builds_and_follows_its_own_markers(target, tmp_path_factory):
+    manifest = verify_bundle(session_bundle(tmp_path_factory, target), expect=target)
+    dists = {parse_wheel_filename(f.name)[0] for f in manifest.files}
+    # anyio needs exceptiongroup on Python < 3.11 only; this machine's Python must not decide that.
+    assert ("exceptiongroup" in dists) == (target.python == "3.10")
+
+
+def test_a_failed_build_leaves_nothing_behind(tmp_path_factory, tmp_path, monkeypatch):
+    wheel = session_agent_wheel(tmp_path_factory)
+    pip_offline(monkeypatch)
+    out = tmp_path / "out"
+    with pytest.raises(BundleOfflineError, match=r"could not reach the package index .*Connection refused"):
+        build_bundle(AARCH64_312, out, agent_source=wheel)
+    assert list(out.iterdir()) == []
+
+
+def test_an_agent_wheel_of_another_version_is_refused(tmp_path):
+    other = tmp_path / "sparksync_agent-9.9.9-py3-none-any.whl"
+    other.write_bytes(b"")
+    with pytest.raises(BundleBuildError, match=f"agent 9.9.9, but this SparkSync needs {AGENT_VERSION}"):
+        build_bundle(AARCH64_312, tmp_path / "out", agent_source=other)
+    assert list((tmp_path / "out").iterdir()) == []
