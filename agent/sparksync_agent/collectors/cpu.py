@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparksync_agent.collectors import Collector
-from sparksync_agent.collectors.sysfs import read_bytes
+from sparksync_agent.collectors.sysfs import KernelFile
 from sparksync_agent.protocol import CpuSample
 
 # user nice system idle iowait irq softirq steal; guest time is already inside user/nice.
@@ -52,19 +52,23 @@ class CpuCollector(Collector):
     field = "cpu"
 
     def __init__(self, proc_root: Path = Path("/proc")):
-        self._stat_path = str(proc_root / "stat")
-        self._loadavg_path = str(proc_root / "loadavg")
+        self._stat = KernelFile(str(proc_root / "stat"))
+        self._loadavg = KernelFile(str(proc_root / "loadavg"))
         self._previous: dict[bytes, tuple[int, int]] = {}
 
     def sample(self, now: float) -> CpuSample:
-        times = parse_cpu_times(read_bytes(self._stat_path))
+        times = parse_cpu_times(self._stat.read())
         if b"cpu" not in times:
-            raise ValueError(f"{self._stat_path} has no 'cpu' line; CPU telemetry cannot run here")
+            raise ValueError(f"{self._stat.path} has no 'cpu' line; CPU telemetry cannot run here")
         previous, self._previous = self._previous, times
         percents = {name: busy_percent(previous.get(name, (0, 0)), t) for name, t in times.items()}
         total = percents.pop(b"cpu")
         return CpuSample(
             percent=total,
             per_core=list(percents.values()),
-            load_avg=parse_loadavg(read_bytes(self._loadavg_path)),
+            load_avg=parse_loadavg(self._loadavg.read()),
         )
+
+    def close(self) -> None:
+        self._stat.close()
+        self._loadavg.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparksync_agent.collectors import Collector
-from sparksync_agent.collectors.sysfs import read_bytes
+from sparksync_agent.collectors.sysfs import KernelFile
 from sparksync_agent.protocol import MemorySample
 
 _KEYS = (b"MemTotal", b"MemFree", b"MemAvailable", b"Buffers", b"Cached", b"SwapTotal", b"SwapFree")
@@ -54,7 +54,10 @@ class MemoryCollector(Collector):
     field = "memory"
 
     def __init__(self, proc_root: Path = Path("/proc")):
-        self._path = str(proc_root / "meminfo")
+        self._meminfo = KernelFile(str(proc_root / "meminfo"))
 
     def sample(self, now: float) -> MemorySample:
-        return memory_sample(parse_meminfo(read_bytes(self._path)))
+        return memory_sample(parse_meminfo(self._meminfo.read()))
+
+    def close(self) -> None:
+        self._meminfo.close()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sparksync_agent.collectors import Collector
 from sparksync_agent.collectors.counters import counter_delta, rate
-from sparksync_agent.collectors.sysfs import read_attr, read_bytes, read_int_attr
+from sparksync_agent.collectors.sysfs import KernelFile, read_attr, read_int_attr
 from sparksync_agent.protocol import InterfaceKind, NetInterfaceSample
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ class NetworkCollector(Collector):
         addresses: AddressSource | None = None,
         link_refresh_s: float = 5.0,
     ):
-        self._dev_path = str(proc_root / "net" / "dev")
+        self._dev = KernelFile(str(proc_root / "net" / "dev"))
         self._sys_root = sys_root
         self._addresses = addresses or psutil_addresses
         self._link_refresh_s = link_refresh_s
@@ -119,12 +119,15 @@ class NetworkCollector(Collector):
         self._previous: dict[str, tuple[float, list[int]]] = {}
 
     def sample(self, now: float) -> list[NetInterfaceSample]:
-        counters = parse_net_dev(read_bytes(self._dev_path))
+        counters = parse_net_dev(self._dev.read())
         if self._links_stale(now, counters):
             self._refresh_links(now, counters)
         samples = [self._interface_sample(name, values, now) for name, values in counters.items()]
         self._previous = {name: (now, values) for name, values in counters.items()}
         return samples
+
+    def close(self) -> None:
+        self._dev.close()
 
     def _links_stale(self, now: float, counters: dict[str, list[int]]) -> bool:
         if self._links_at is None or now - self._links_at >= self._link_refresh_s:

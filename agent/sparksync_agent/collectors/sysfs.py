@@ -28,6 +28,35 @@ def read_bytes(path: str) -> bytes:
         os.close(fd)
 
 
+class KernelFile:
+    """A /proc file kept open and re-read from offset 0 at every sample.
+
+    The kernel regenerates seq_file contents on a read at offset 0, so the
+    open and close of each sample are pure overhead: measured here, they are
+    about a third of the cost of sampling /proc/meminfo at 10 Hz.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self._fd: int | None = None
+
+    def read(self) -> bytes:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        data = os.pread(self._fd, _CHUNK, 0)
+        if len(data) < _CHUNK:
+            return data
+        chunks = [data]
+        while chunk := os.pread(self._fd, _CHUNK, sum(map(len, chunks))):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def read_attr(path: str) -> str | None:
     """A sysfs attribute as stripped text, or None when absent or unreadable.
 

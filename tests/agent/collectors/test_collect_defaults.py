@@ -41,13 +41,13 @@ def test_a_failing_collector_is_disabled_and_the_others_go_on(fake_node):
         ]
     )
     assert set(collectors.collect(0.0)) == {"memory", "cpu", "net"}
-    (fake_node.proc / "meminfo").unlink()
+    (fake_node.proc / "meminfo").write_text("not meminfo at all\n")  # a kernel file gone wrong
     for now in (1.0, 2.0):
         values = collectors.collect(now)
         assert set(values) == {"cpu", "net"}
         Sample(seq=1, ts=time.time(), **values)
     states = {s.name: s for s in collectors.states()}
-    assert not states["memory"].enabled and "FileNotFoundError" in states["memory"].reason
+    assert not states["memory"].enabled and states["memory"].reason
     assert states["cpu"].enabled and states["network"].enabled
     collectors.close()
 
