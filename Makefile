@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml agent/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ./agent[gpu] -e .[gui,test,perf]
+	$(PY) -m pip install -q -e ./agent[gpu] -e .[gui,test,perf,bench]
 	touch $(STAMP)
 
 system-deps:

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-pytest_plugins = ["tests.lab.fixtures", "tests.core.keyring_fixtures"]
+pytest_plugins = ["tests.lab.fixtures", "tests.core.keyring_fixtures", "tests.core.bench.fixtures"]
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ import logging
 import click
 
 from sparksync import __version__
+from sparksync.cli.bench import bench
 from sparksync.cli.bundle import bundle
 from sparksync.cli.node import node
 from sparksync.cli.pair import add_pair_commands
@@ -41,6 +42,7 @@ def cli(verbose: int) -> None:
 
 add_pair_commands(node)
 cli.add_command(node)
+cli.add_command(bench)
 cli.add_command(bundle)
 cli.add_command(plan)
 

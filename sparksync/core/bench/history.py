@@ -1,0 +1,246 @@
+"""The benchmark history: one SQLite file in the client's data directory.
+
+Each run is one row. The figures the history view lists are plain columns,
+so listing a thousand runs reads no JSON; the JSON columns (llama-benchy's
+full result last of all) are read only when one run is opened. SQLite keeps
+a row's tail in overflow pages, so a listing never even touches the blobs.
+
+The schema is versioned with ``PRAGMA user_version``; ``MIGRATIONS[i]``
+takes a file from version i to i + 1, each in one transaction. A file from
+a newer SparkSync is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sparksync.core.bench.context import RunContext
+from sparksync.core.bench.errors import HistoryError, RunNotFoundError
+from sparksync.core.bench.profile import BenchProfile
+from sparksync.core.bench.record import RunDetails, RunListItem, RunRecord
+from sparksync.core.bench.results import RunSummary
+from sparksync.core.bench.telemetry import TelemetrySummary
+from sparksync.core.paths import data_dir, ensure_dir
+
+log = logging.getLogger(__name__)
+
+HISTORY_FILE = "bench-history.sqlite3"
+BUSY_TIMEOUT_MS = 5000
+
+_V1 = (
+    """CREATE TABLE runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('inference', 'training')),
+        status TEXT NOT NULL CHECK (status IN ('complete', 'partial', 'failed')),
+        model TEXT NOT NULL,
+        endpoint TEXT,
+        profile_name TEXT,
+        label TEXT,
+        sweep_id TEXT,
+        cluster_size INTEGER NOT NULL CHECK (cluster_size BETWEEN 1 AND 8),
+        topology TEXT,
+        collective_backend TEXT,
+        recipe TEXT,
+        recipe_version TEXT,
+        engine TEXT,
+        engine_version TEXT,
+        benchy_version TEXT,
+        decode_tps REAL,
+        prefill_tps REAL,
+        ttft_ms REAL,
+        train_tps REAL,
+        error TEXT,
+        nodes_json TEXT NOT NULL DEFAULT '[]',
+        profile_json TEXT,
+        details_json TEXT,
+        telemetry_json TEXT,
+        result_json TEXT
+    )""",
+    "CREATE INDEX runs_by_time ON runs (created_at DESC, id DESC)",
+    "CREATE INDEX runs_by_sweep ON runs (sweep_id) WHERE sweep_id IS NOT NULL",
+)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+
+_LIST_COLUMNS = ("id", "created_at", "kind", "status", "model", "profile_name", "cluster_size", "topology",
+                 "collective_backend", "label", "sweep_id", "decode_tps", "prefill_tps", "ttft_ms",
+                 "train_tps")
+_CONTEXT_COLUMNS = ("topology", "collective_backend", "recipe", "recipe_version", "engine", "engine_version",
+                    "label", "sweep_id")
+
+
+def default_history_path() -> Path:
+    return data_dir() / HISTORY_FILE
+
+
+class HistoryStore:
+    """Benchmark runs on disk. Each call opens its own connection, so any thread may use it."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path or default_history_path()
+        ensure_dir(self.path.parent)
+        with self._connect() as conn:
+            migrate(conn, self.path)
+
+    def add(self, record: RunRecord) -> int:
+        row = _to_row(record)
+        names = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        with self._connect() as conn, conn:
+            cursor = conn.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(row.values()))
+        return int(cursor.lastrowid)
+
+    def get(self, run_id: int) -> RunRecord:
+        with self._connect() as conn:
+            row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFoundError(f"no stored benchmark run has id {run_id}; "
+                                   "`sparksync bench list` shows them")
+        return _from_row(row)
+
+    def get_many(self, run_ids: Sequence[int]) -> list[RunRecord]:
+        return [self.get(run_id) for run_id in run_ids]
+
+    def list_runs(self, limit: int | None = None, offset: int = 0, *, kind: str | None = None,
+                  sweep_id: str | None = None) -> list[RunListItem]:
+        """Newest first, without reading any JSON column."""
+        where, params = _filters(kind=kind, sweep_id=sweep_id)
+        sql = (f"SELECT {', '.join(_LIST_COLUMNS)} FROM runs{where} "
+               "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?")
+        with self._connect() as conn:
+            rows = conn.execute(sql, (*params, -1 if limit is None else limit, offset)).fetchall()
+        return [RunListItem(**dict(row)) for row in rows]
+
+    def count(self) -> int:
+        with self._connect() as conn:
+            return int(conn.execute("SELECT count(*) FROM runs").fetchone()[0])
+
+    def delete(self, run_id: int) -> None:
+        with self._connect() as conn, conn:
+            if conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount == 0:
+                raise RunNotFoundError(f"no stored benchmark run has id {run_id}")
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot open the benchmark history {self.path}: {exc}; "
+                               "check the directory's permissions and free space") from None
+        conn.row_factory = sqlite3.Row
+        try:
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"the benchmark history {self.path} cannot be used ({exc}); if the file is "
+                               "damaged, move it away and SparkSync starts a new one") from None
+        finally:
+            conn.close()
+
+
+def migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Sequence[str]] | None = None) -> None:
+    """Bring the file to the newest schema this SparkSync knows (``MIGRATIONS`` unless given)."""
+    migrations = MIGRATIONS if migrations is None else migrations
+    # WAL lets the history view read while a benchmark writes.
+    conn.execute("PRAGMA journal_mode=WAL")
+    version = _user_version(conn)
+    if version > len(migrations):
+        raise HistoryError(f"the benchmark history {path} has schema version {version}, newer than this "
+                           f"SparkSync knows ({len(migrations)}); upgrade SparkSync to read it")
+    for target in range(version + 1, len(migrations) + 1):
+        if _apply(conn, migrations[target - 1], target):
+            log.info("benchmark history %s migrated to schema version %d", path, target)
+
+
+def _apply(conn: sqlite3.Connection, statements: Sequence[str], target: int) -> bool:
+    """One migration step in one transaction; False when another process already made it.
+
+    The sqlite3 module would commit each DDL statement on its own, so the
+    transaction is explicit; IMMEDIATE takes the write lock first, so two
+    SparkSyncs opening an old file migrate it once.
+    """
+    previous, conn.isolation_level = conn.isolation_level, None
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if _user_version(conn) >= target:
+                conn.execute("COMMIT")
+                return False
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {int(target)}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return True
+    finally:
+        conn.isolation_level = previous
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _filters(**values: str | None) -> tuple[str, tuple[Any, ...]]:
+    used = {k: v for k, v in values.items() if v is not None}
+    if not used:
+        return "", ()
+    return " WHERE " + " AND ".join(f"{k} = ?" for k in used), tuple(used.values())
+
+
+def _to_row(record: RunRecord) -> dict[str, Any]:
+    ctx, summary = record.context, record.summary
+    return {
+        "created_at": record.created_at.astimezone(timezone.utc).isoformat(),
+        "kind": record.kind,
+        "status": record.status,
+        "model": record.model,
+        "endpoint": record.endpoint,
+        "profile_name": record.profile.name if record.profile else None,
+        "cluster_size": ctx.cluster_size,
+        **{name: getattr(ctx, name) for name in _CONTEXT_COLUMNS},
+        "benchy_version": record.benchy_version,
+        **summary.model_dump(),
+        "error": record.error,
+        "nodes_json": json.dumps(list(ctx.nodes)),
+        "profile_json": record.profile.model_dump_json() if record.profile else None,
+        "details_json": record.details.model_dump_json(),
+        "telemetry_json": ctx.telemetry.model_dump_json() if ctx.telemetry else None,
+        "result_json": json.dumps(record.result) if record.result is not None else None,
+    }
+
+
+def _from_row(row: sqlite3.Row) -> RunRecord:
+    context = RunContext(
+        cluster_size=row["cluster_size"],
+        nodes=tuple(json.loads(row["nodes_json"] or "[]")),
+        telemetry=_model(TelemetrySummary, row["telemetry_json"]),
+        **{name: row[name] for name in _CONTEXT_COLUMNS},
+    )
+    return RunRecord(
+        id=row["id"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        kind=row["kind"],
+        status=row["status"],
+        model=row["model"],
+        endpoint=row["endpoint"],
+        profile=_model(BenchProfile, row["profile_json"]),
+        context=context,
+        benchy_version=row["benchy_version"],
+        summary=RunSummary(decode_tps=row["decode_tps"], prefill_tps=row["prefill_tps"],
+                           ttft_ms=row["ttft_ms"], train_tps=row["train_tps"]),
+        error=row["error"],
+        details=_model(RunDetails, row["details_json"]) or RunDetails(),
+        result=json.loads(row["result_json"]) if row["result_json"] else None,
+    )
+
+
+def _model(cls, text: str | None):
+    return cls.model_validate_json(text) if text else None

@@ -1,0 +1,64 @@
+"""Turning what a run produced into a history record, and storing it.
+
+Inference records come from a llama-benchy outcome; training records from
+the tokens/s a training workload reported (nanochat's ``tok/sec``), so the
+same scaling report covers both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparksync.core.bench.context import RunContext
+from sparksync.core.bench.history import HistoryStore
+from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
+from sparksync.core.bench.record import RunDetails, RunRecord, Status
+from sparksync.core.bench.results import RunSummary, summarize
+from sparksync.core.bench.runner import BenchOutcome, BenchRequest
+
+
+def inference_record(request: BenchRequest, outcome: BenchOutcome) -> RunRecord:
+    return RunRecord(
+        created_at=outcome.started_at,
+        kind="inference",
+        status=outcome.status,
+        model=request.model,
+        endpoint=request.endpoint.base_url,
+        profile=request.profile,
+        context=request.context,
+        benchy_version=outcome.benchy_version,
+        summary=summarize(outcome.result),
+        error=outcome.error,
+        details=RunDetails(
+            warnings=outcome.warnings,
+            server=outcome.preflight.facts,
+            requests_done=outcome.progress.requests_done,
+            requests_total=outcome.progress.requests_total,
+            duration_s=round(outcome.duration_s, 3),
+            tokenizer=str(request.tokenizer),
+            prompt_file=None if request.prompt_file == DEFAULT_PROMPT_FILE else str(request.prompt_file),
+            # Only a failed run keeps llama-benchy's words: they explain what went wrong.
+            log_tail=outcome.log_tail if outcome.status == "failed" else None,
+        ),
+        result=outcome.result,
+    )
+
+
+def training_record(model: str, tokens_per_second: float | None, context: RunContext,
+                    status: Status = "complete", result: dict[str, Any] | None = None,
+                    error: str | None = None) -> RunRecord:
+    """A training run at ``context.cluster_size`` nodes; ``result`` is the workload's own figures."""
+    return RunRecord(
+        kind="training",
+        status=status,
+        model=model,
+        context=context,
+        summary=RunSummary(train_tps=tokens_per_second),
+        error=error,
+        result={"tokens_per_second": tokens_per_second, **(result or {})},
+    )
+
+
+def store(history: HistoryStore, record: RunRecord) -> RunRecord:
+    """Store ``record`` and return it with its new id."""
+    return record.model_copy(update={"id": history.add(record)})
