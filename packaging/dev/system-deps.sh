@@ -12,6 +12,11 @@ packages=(
   ninja-build       # engines: fast llama.cpp builds (cmake falls back to make)
   cmake             # engines: configures the llama.cpp build
   g++               # engines: compiles llama.cpp
+  nginx             # perf: the plain reverse proxy Switchyard is measured against
+  avahi-utils       # perf: avahi-browse, the discovery anchor
+  avahi-daemon      # perf: the daemon avahi-browse asks
+  xvfb              # screenshots of the app on a virtual X screen
+  xauth             # xvfb-run needs it
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -17,6 +17,7 @@ from sparksync.cli.bundle import bundle
 from sparksync.cli.node import node
 from sparksync.cli.pair import add_pair_commands
 from sparksync.cli.plan import plan
+from sparksync.cli.switchyard import switchyard
 from sparksync.core.errors import SparkSyncError
 
 
@@ -45,6 +46,7 @@ cli.add_command(node)
 cli.add_command(bench)
 cli.add_command(bundle)
 cli.add_command(plan)
+cli.add_command(switchyard)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,319 @@
+"""Carry one request to a pool and its answer back, with retries, fallback and the cascade.
+
+``Relay.produce`` is an async generator: first a ``Head`` (status and
+headers), then the body's bytes, exactly as the replica sent them. Nothing
+is yielded until a replica has produced its first bytes, so every failure
+before that point is retried on another replica (or the other pool, when
+the config allows a fallback) without the client noticing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from sparksync.switchyard import answer as answers
+from sparksync.switchyard.config import SwitchyardConfig
+from sparksync.switchyard.http_errors import error_body, sse_error_event
+from sparksync.switchyard.metrics import GatewayMetrics
+from sparksync.switchyard.policies import CascadePolicy, Decision, Policy
+from sparksync.switchyard.pools import Pool, PoolSet
+from sparksync.switchyard.sse import SseScanner, StreamStats, load_payload
+from sparksync.switchyard.upstream import Attempt, AttemptFailed, attempt
+from sparksync.switchyard.wire import WireClient, WireError
+
+log = logging.getLogger(__name__)
+JSON_HEADERS = [("content-type", "application/json")]
+
+
+@dataclass(frozen=True)
+class Head:
+    status: int
+    headers: list[tuple[str, str]]
+
+
+@dataclass
+class Job:
+    request_id: str
+    endpoint: str  # "chat" or "completions"
+    path: str
+    body: dict[str, Any]
+    stream: bool
+    decision: Decision
+    via: str  # what chose the pool: policy, model, header
+    started: float = field(default_factory=time.monotonic)
+
+
+class PoolDown(Exception):
+    """No replica of the pool produced an answer."""
+
+    def __init__(self, pool: Pool, last: AttemptFailed | None, fallback: Pool | None = None):
+        self.pool = pool
+        self.last = last
+        message = f"pool {pool.name!r} has no replica that answers ({pool.status_line()})"
+        if fallback is not None:
+            message += f", nor has the fallback pool {fallback.name!r} ({fallback.status_line()})"
+        super().__init__(message)
+
+
+class Relay:
+    def __init__(
+        self,
+        config: SwitchyardConfig,
+        pools: PoolSet,
+        policy: Policy,
+        client: WireClient,
+        metrics: GatewayMetrics,
+    ):
+        self.config = config
+        self.pools = pools
+        self.policy = policy
+        self.client = client
+        self.metrics = metrics
+        self._keys = {name: _pool_key(p.api_key_env) for name, p in config.pools.items()}
+
+    def produce(self, job: Job) -> AsyncIterator[Head | bytes]:
+        """The answer's head and bytes; ``_live`` is returned as is (no wrapper per token)."""
+        if job.decision.escalate_to and isinstance(self.policy, CascadePolicy):
+            return self._cascade(job)
+        return self._live(job, job.decision.pool, job.via)
+
+    async def _cascade(self, job: Job) -> AsyncIterator[Head | bytes]:
+        held = await self._held_answer(job, job.decision.pool)
+        if held is None:
+            assert job.decision.escalate_to is not None
+            held = self._live(job, job.decision.escalate_to, "escalation")
+        async for item in held:
+            yield item
+
+    # -- live relay --------------------------------------------------------------------------
+
+    async def _live(self, job: Job, pool_name: str, via: str) -> AsyncIterator[Head | bytes]:
+        try:
+            att = await self._open(job, pool_name, via)
+        except PoolDown as down:
+            self.metrics.answered(down.pool.name, ok=False, tokens=0, ttft_s=None)
+            self.metrics.errors.labels(down.pool.name, "no_replica").inc()
+            for item in pool_down_answer(down, self.config.policy.fallback):
+                yield item
+            return
+        stats = StreamStats(job.started)
+        ok = att.status == 200
+        via = via if att.pool.name == pool_name else "fallback"
+        try:
+            yield Head(att.status, self._headers(att, job, via))
+            stats.feed(att.first)
+            yield att.first
+            async for chunk in att.rest():
+                stats.feed(chunk)
+                yield chunk
+        except WireError as exc:
+            ok = False
+            self._broken(att, exc)
+            yield sse_error_event(
+                f"the replica of pool {att.pool.name!r} failed mid-answer ({exc!s}); "
+                "the answer is incomplete: send the request again"
+            )
+        finally:
+            stats.finish()
+            await self._release(att)
+            self._record(job, att, stats, ok)
+
+    def _broken(self, att: Attempt, exc: Exception) -> None:
+        att.replica.breaker.on_failure()
+        att.replica.last_error = f"broke mid-answer: {exc}"
+        self.metrics.errors.labels(att.pool.name, "broken").inc()
+        log.warning("replica %s of pool %s broke mid-answer: %s", att.replica.url, att.pool.name, exc)
+
+    # -- choosing and opening ----------------------------------------------------------------
+
+    async def _open(self, job: Job, pool_name: str, via: str) -> Attempt:
+        """An attempt on ``pool_name``, or on the other pool when it is down and fallback is on."""
+        self.metrics.routed.labels(pool_name, via).inc()
+        try:
+            return await self._open_in(job, pool_name)
+        except PoolDown as down:
+            other = self._other(pool_name)
+            if not self.config.policy.fallback or other is None:
+                raise
+            log.warning("request %s: %s; falling back to pool %s", job.request_id, down, other)
+            self.metrics.routed.labels(other, "fallback").inc()
+            try:
+                return await self._open_in(job, other)
+            except PoolDown as also:
+                raise PoolDown(down.pool, also.last or down.last, fallback=also.pool) from None
+
+    async def _open_in(self, job: Job, pool_name: str) -> Attempt:
+        pool = self.pools[pool_name]
+        body = self._body_for(job, pool)
+        tried, last = [], None
+        for n in range(self.config.limits.max_attempts):
+            # Other replicas first; once each was tried, a second try on one may still succeed.
+            replica = pool.pick(exclude=tried) or pool.pick()
+            if replica is None:
+                break
+            if n:
+                self.metrics.retries.labels(pool.name).inc()
+            tried.append(replica)
+            replica.outstanding += 1
+            replica.breaker.on_attempt()
+            try:
+                att = await attempt(
+                    self.client, pool, replica, job.path, body, job.stream, self._keys[pool.name]
+                )
+            except AttemptFailed as exc:
+                last = self._failed(pool, replica, exc, job)
+                continue
+            except BaseException:
+                replica.outstanding -= 1
+                replica.breaker.on_abandoned()
+                raise
+            replica.breaker.on_success()
+            return att
+        raise PoolDown(pool, last)
+
+    def _failed(self, pool: Pool, replica, exc: AttemptFailed, job: Job) -> AttemptFailed:
+        replica.outstanding -= 1
+        replica.breaker.on_failure()
+        replica.last_error = str(exc)
+        self.metrics.errors.labels(pool.name, exc.kind).inc()
+        log.warning(
+            "request %s: attempt on %s failed before any byte was sent (%s); trying another replica",
+            job.request_id,
+            replica.url,
+            exc,
+        )
+        return exc
+
+    def _other(self, pool_name: str) -> str | None:
+        small, large = self.config.policy.small, self.config.policy.large
+        return {small: large, large: small}.get(pool_name)
+
+    def _body_for(self, job: Job, pool: Pool) -> bytes:
+        # Only the model name changes: tools, tool_choice, stream_options and the rest go as sent.
+        return json.dumps({**job.body, "model": pool.model}, ensure_ascii=False).encode()
+
+    async def _release(self, att: Attempt) -> None:
+        att.replica.outstanding -= 1
+        # Closing the replica's response is what cancels its generation when the client left;
+        # it must run even while this task is being cancelled.
+        with anyio.CancelScope(shield=True):
+            await att.close()
+
+    # -- cascade -----------------------------------------------------------------------------
+
+    async def _held_answer(self, job: Job, pool_name: str) -> AsyncIterator[Head | bytes] | None:
+        """The small pool's whole answer, or None when it must escalate."""
+        assert isinstance(self.policy, CascadePolicy)
+        self.metrics.routed.labels(pool_name, job.via).inc()
+        try:
+            att = await self._open_in(job, pool_name)
+        except PoolDown as down:
+            log.warning("request %s: %s; escalating to %s", job.request_id, down, job.decision.escalate_to)
+            return None
+        try:
+            chunks = [att.first] + [chunk async for chunk in att.rest()]
+        except WireError as exc:
+            self._broken(att, exc)
+            return None  # nothing reached the client yet: the large pool takes over
+        finally:
+            await self._release(att)
+        problems = self._validate(att, chunks, job)
+        if problems:
+            self.metrics.escalations.labels(pool_name, job.decision.escalate_to).inc()
+            log.info(
+                "request %s: answer of %s escalates to %s: %s",
+                job.request_id,
+                pool_name,
+                job.decision.escalate_to,
+                "; ".join(problems),
+            )
+            return None
+        return self._replay(job, att, chunks)
+
+    def _validate(self, att: Attempt, chunks: list[bytes], job: Job) -> list[str]:
+        if att.status != 200:
+            return [f"{att.pool.name} answered HTTP {att.status}"]
+        answer = _assemble(chunks, job.stream)
+        if answer is None:
+            return [f"{att.pool.name} sent an answer that does not parse"]
+        return self.policy.failures(answer, job.body)
+
+    async def _replay(self, job: Job, att: Attempt, chunks: list[bytes]) -> AsyncIterator[Head | bytes]:
+        stats = StreamStats(job.started)
+        att.first, att.complete = b"".join(chunks), True
+        yield Head(att.status, self._headers(att, job, job.via))
+        for chunk in chunks:
+            stats.feed(chunk)
+            yield chunk
+        stats.finish()
+        self._record(job, att, stats, ok=True)
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _headers(self, att: Attempt, job: Job, via: str) -> list[tuple[str, str]]:
+        reason = job.decision.reason.encode("ascii", "replace").decode()[:200]
+        headers = att.headers() + [
+            ("x-switchyard-pool", att.pool.name),
+            ("x-switchyard-via", via),
+            ("x-switchyard-reason", reason),
+            ("x-request-id", job.request_id),
+        ]
+        if att.complete:
+            headers.append(("content-length", str(len(att.first))))
+        return headers
+
+    def _record(self, job: Job, att: Attempt, stats: StreamStats, ok: bool) -> None:
+        tokens = stats.output_tokens if job.stream else _completion_tokens(att.first)
+        ttft = stats.ttft_s if job.stream else None
+        self.metrics.answered(att.pool.name, ok=ok and att.status == 200, tokens=tokens, ttft_s=ttft)
+        log.debug(
+            "request %s done on %s: HTTP %s, %s output tokens",
+            job.request_id,
+            att.replica.url,
+            att.status,
+            tokens,
+        )
+
+
+def pool_down_answer(down: PoolDown, fallback: bool) -> tuple[Head, bytes]:
+    last = down.last
+    if last is not None and last.kind == "upstream_5xx" and last.body:
+        # Every replica answered with an error of its own: the engine's words explain it best.
+        return Head(last.status or 502, JSON_HEADERS), last.body
+    hint = "start its replicas" + (
+        "" if fallback else ", or set policy.fallback = true to use the other pool"
+    )
+    return Head(503, JSON_HEADERS), error_body(503, f"{down}; {hint}", code="pool_unavailable")
+
+
+def _assemble(chunks: list[bytes], stream: bool) -> answers.Answer | None:
+    if not stream:
+        try:
+            return answers.from_completion(json.loads(b"".join(chunks)))
+        except (ValueError, AttributeError):
+            return None
+    scanner, assembler = SseScanner(), answers.StreamAssembler()
+    for payload in scanner.feed(b"".join(chunks) + b"\n"):
+        parsed = load_payload(payload)
+        if parsed is not None:
+            assembler.feed(parsed)
+    return assembler.finish()
+
+
+def _completion_tokens(body: bytes) -> int:
+    parsed = load_payload(body)
+    usage = (parsed or {}).get("usage")
+    value = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return value if isinstance(value, int) else 0
+
+
+def _pool_key(env: str | None) -> str | None:
+    return os.environ.get(env) if env else None

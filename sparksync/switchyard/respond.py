@@ -1,0 +1,87 @@
+"""The ASGI answer that plays a Relay's output to the client, and stops it when the client leaves.
+
+Starlette's StreamingResponse notices a client that left only at its next
+write, which, during a long prefill or a slow token, may be many seconds
+later, while the replica keeps generating for nobody. This answer watches
+the connection itself and cancels the relay at once; the relay's cleanup
+closes the replica's response, which makes the engine free its slot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import anyio
+
+from sparksync.switchyard.http_errors import error_body, sse_error_event
+from sparksync.switchyard.relay import Head
+
+log = logging.getLogger(__name__)
+
+
+class RelayResponse:
+    def __init__(self, items: AsyncIterator[Head | bytes], timeout_s: float, request_id: str):
+        self._items = items
+        self._timeout_s = timeout_s
+        self._request_id = request_id
+        self._started = False
+        self._finished = False
+
+    async def __call__(self, scope, receive, send) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
+            try:
+                await self._pump(send)
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _watch_disconnect(self, receive, scope: anyio.CancelScope) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if self._finished:
+            return  # the server reports a disconnect once the answer is complete, too
+        log.info("request %s: the client disconnected; cancelling the upstream request", self._request_id)
+        scope.cancel()
+
+    async def _pump(self, send) -> None:
+        try:
+            with anyio.fail_after(self._timeout_s):
+                async for item in self._items:
+                    await self._send(send, item)
+            self._finished = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except TimeoutError:
+            await self._timed_out(send)
+        except OSError:
+            pass  # the client is gone (the server reports it on our next write)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._items.aclose()
+
+    async def _send(self, send, item: Head | bytes) -> None:
+        if isinstance(item, Head):
+            headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in item.headers]
+            await send({"type": "http.response.start", "status": item.status, "headers": headers})
+            self._started = True
+        elif item:
+            await send({"type": "http.response.body", "body": item, "more_body": True})
+
+    async def _timed_out(self, send) -> None:
+        message = (
+            f"the request took longer than limits.request_timeout_s ({self._timeout_s:g} s); "
+            "ask for fewer tokens or raise the limit"
+        )
+        log.warning("request %s: %s", self._request_id, message)
+        if not self._started:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 504,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            body = error_body(504, message, code="timeout")
+        else:
+            body = sse_error_event(message, code="timeout")
+        await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,148 @@
+"""The eval end to end against scripted replicas: scores, shares, gain, the stored report, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from sparksync.cli.main import cli
+from sparksync.switchyard.eval.cases import CaseFile, example_cases_path, load_cases
+from sparksync.switchyard.eval.play import play
+from sparksync.switchyard.eval.report import save_report
+from tests.switchyard.conftest import config_for
+from tests.switchyard.fakes import Reply, call
+
+CASES = load_cases(example_cases_path())
+EASY = {c.id for c in CASES.cases if "easy" in c.tags}
+
+
+def last_user_text(case) -> str:
+    return [m["content"] for m in case.messages if m["role"] == "user"][-1]
+
+
+def right_answer(case) -> Reply:
+    expected = case.expect.tool_call
+    if expected is None:
+        return Reply(
+            content={
+                "no-tool-arithmetic": "144",
+                "no-tool-thanks": "You're welcome!",
+                "history-use-result": "It is 31 degrees.",
+            }[case.id]
+        )
+    return Reply(
+        content=None, tool_calls=[call(expected.name, expected.arguments)], finish_reason="tool_calls"
+    )
+
+
+def scripts(cases: CaseFile) -> tuple[dict, dict]:
+    """Small knows the easy cases and botches the rest (arguments that break the schema); large knows all."""
+    large = {last_user_text(c): right_answer(c) for c in cases.cases}
+    small = {}
+    for case in cases.cases:
+        if case.id in EASY:
+            small[last_user_text(case)] = right_answer(case)
+        else:
+            name = case.expect.tool_call.name if case.expect.tool_call else "get_weather"
+            small[last_user_text(case)] = Reply(
+                content=None, tool_calls=[call(name, {"nonsense": True, "city": 7})]
+            )
+    return small, large
+
+
+@pytest.fixture
+def pools(fake):
+    small_script, large_script = scripts(CASES)
+    slow = Reply(delay_s=0.08)  # the large model is slower per request
+    for reply in large_script.values():
+        reply.delay_s = slow.delay_s
+    small = fake("small", small_script)
+    large = fake("large", large_script)
+    return small, large
+
+
+def test_cascade_eval_keeps_the_score_and_raises_throughput(pools, tmp_path):
+    small, large = pools
+    config = config_for([small.url], [large.url], policy={"kind": "cascade"})
+    report = play(config, CASES, example_cases_path(), concurrency=4, max_tokens=64)
+    gateway, large_only, small_only = report.targets
+    assert [t.label for t in report.targets] == ["gateway", "large only", "small only"]
+    assert gateway.score == 100 and large_only.score == 100
+    # Small gets the 12 easy cases; the partial rule gives its botched calls to the right tool 0.5 each
+    # (flight-two-adults, calendar-event) and 0.6 to flight-business (its omitted passengers=1 is default).
+    assert len(EASY) == 12
+    assert small_only.score == pytest.approx(100 * (12 + 0.5 + 0.5 + 0.6) / 21, abs=0.01)
+    assert gateway.share == pytest.approx({"small": len(EASY) / 21, "large": 1 - len(EASY) / 21})
+    assert large_only.share == {"large": 1.0} and small_only.share == {"small": 1.0}
+    assert all(t.errors == 0 and t.output_tokens == 21 * 7 for t in report.targets)
+    assert report.gain.parity and report.gain.throughput_x > 1.2, report.gain
+    assert (
+        report.gain.summary == f"{report.gain.throughput_x:.2f}x throughput at score parity (100 against 100)"
+    )
+    # The max_tokens of the run reached the replicas, and the cases' tools went along.
+    assert large.bodies[0]["max_tokens"] == 64 and large.bodies[0]["tools"]
+    stored = save_report(report, tmp_path / "eval.json")
+    assert json.loads(stored.read_text())["gain"]["summary"] == report.gain.summary
+
+
+def test_a_lower_routed_score_is_reported_as_such(pools):
+    small, large = pools
+    config = config_for([small.url], [large.url], policy={"kind": "fixed_share", "large_share": 0})
+    report = play(config, CASES, example_cases_path(), concurrency=8)
+    assert not report.gain.parity
+    assert "but a lower score" in report.gain.summary and "against 100" in report.gain.summary
+
+
+def test_cli_eval_prints_the_summary_and_writes_the_report(pools, tmp_path):
+    small, large = pools
+    config_path = tmp_path / "switchyard.json"
+    config_path.write_text(
+        json.dumps(
+            {
+                "pools": {"mini": {"urls": [small.url]}, "big": {"urls": [large.url]}},
+                "policy": {"kind": "cascade", "small": "mini", "large": "big"},
+            }
+        )
+    )
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "switchyard",
+            "eval",
+            "--cases",
+            str(example_cases_path()),
+            "--config",
+            str(config_path),
+            "--concurrency",
+            "6",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "throughput at score parity (100 against 100)" in result.stdout
+    assert "gateway" in result.stdout and "large only" in result.stdout
+    document = json.loads(out.read_text())
+    assert document["format"] == "switchyard-eval/1" and document["concurrency"] == 6
+    assert small.bodies[0]["model"] == "mini"  # the pool's name is its model when none is configured
+
+
+def test_cli_eval_with_an_unreachable_pool_fails_clearly(fake, tmp_path):
+    small = fake("small")
+    config_path = tmp_path / "switchyard.json"
+    config_path.write_text(
+        json.dumps(
+            {
+                "pools": {"s": {"urls": [small.url]}, "l": {"urls": ["http://127.0.0.1:9"]}},
+                "policy": {"kind": "fixed_share", "small": "s", "large": "l", "large_share": 0},
+            }
+        )
+    )
+    result = CliRunner().invoke(
+        cli, ["switchyard", "eval", "--cases", str(example_cases_path()), "--config", str(config_path)]
+    )
+    assert result.exit_code == 24
+    assert "every request to large only (model 'l') failed" in result.stderr
