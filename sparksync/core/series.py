@@ -40,6 +40,33 @@ class SeriesBuffer:
         self._size = min(self._size + 1, self.capacity)
         self.version += 1
 
+    def extend(self, columns: Mapping[str, np.ndarray]) -> None:
+        """Append many rows at once (vectorised: history loads thousands of rows)."""
+        lengths = {len(values) for values in columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns of one extend() must have one length, got {sorted(lengths)}")
+        n = lengths.pop() if lengths else 0
+        if n == 0:
+            return
+        block = np.full((len(self.columns), min(n, self.capacity)), np.nan)
+        for name, values in columns.items():
+            block[self._index[name]] = np.asarray(values, dtype=float)[-self.capacity :]
+        slots = (self._next + np.arange(block.shape[1])) % self.capacity
+        self._data[:, slots] = block
+        self._data[:, slots + self.capacity] = block
+        self._next = int(slots[-1] + 1) % self.capacity
+        self._size = min(self._size + block.shape[1], self.capacity)
+        self.version += 1
+
+    def add_column(self, name: str) -> None:
+        """Add a column (NaN in the rows already held): a new interface or GPU appeared."""
+        if name in self._index:
+            return
+        self._index[name] = len(self.columns)
+        self.columns = (*self.columns, name)
+        self._data = np.vstack([self._data, np.full((1, 2 * self.capacity), np.nan)])
+        self.version += 1
+
     def column(self, name: str) -> np.ndarray:
         """A read-only view of one column, oldest first."""
         start = self._next + self.capacity - self._size
@@ -51,6 +78,9 @@ class SeriesBuffer:
         """The slice of rows whose ``time_column`` is >= ``t0`` (the column must grow)."""
         times = self.column(time_column)
         return slice(int(np.searchsorted(times, t0, side="left")), len(times))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
 
     def clear(self) -> None:
         self._data.fill(np.nan)

@@ -12,10 +12,17 @@ import logging
 import os
 import signal
 import sys
+import time
 
 from sparksync import __version__
 
 SMOKE_ENV = "SPARKSYNC_GUI_EXIT_AFTER_FIRST_SAMPLE"
+# For the start-up benchmark: print "first-paint <unix time>" once the window has painted, then quit.
+FIRST_PAINT_ENV = "SPARKSYNC_GUI_EXIT_AFTER_FIRST_PAINT"
+# For the screenshot test and docs/screenshots: once live data shows, wait SPARKSYNC_GUI_SCREENSHOT_AFTER_S
+# (default 5) seconds, save a PNG of the window to this path, then quit.
+SCREENSHOT_ENV = "SPARKSYNC_GUI_SCREENSHOT"
+SCREENSHOT_AFTER_ENV = "SPARKSYNC_GUI_SCREENSHOT_AFTER_S"
 SMOKE_TIMEOUT_S = 60.0
 
 NO_DISPLAY = (
@@ -75,6 +82,10 @@ def _run(args: argparse.Namespace) -> int:
     outcome = {"code": 0}
     if args.exit_after_first_sample:
         _exit_on_live_data(window, outcome)
+    if os.environ.get(FIRST_PAINT_ENV) == "1":
+        _exit_on_first_paint(window)
+    if os.environ.get(SCREENSHOT_ENV):
+        _screenshot_then_exit(window, os.environ[SCREENSHOT_ENV], float(os.environ.get(SCREENSHOT_AFTER_ENV, "5")), outcome)
     _close_on_sigint(window)
     keepalive = QTimer()  # lets Python run its signal handlers while Qt's loop runs
     keepalive.start(200)
@@ -100,6 +111,47 @@ def _exit_on_live_data(window, outcome: dict) -> None:
     timer.start(int(SMOKE_TIMEOUT_S * 1000))
     window.live_data_shown.connect(timer.stop)
     window.live_data_shown.connect(window.close)
+
+
+def _exit_on_first_paint(window) -> None:
+    from PySide6.QtCore import QEvent, QObject, QTimer
+
+    class FirstPaint(QObject):
+        def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name
+            if event.type() == QEvent.Type.Paint:
+                window.removeEventFilter(self)
+                QTimer.singleShot(0, self.report)  # after the whole paint pass, not inside it
+            return False
+
+        def report(self) -> None:
+            print(f"first-paint {time.time():.6f}", flush=True)
+            window.close()
+
+    window._first_paint = FirstPaint(window)  # kept alive by the window
+    window.installEventFilter(window._first_paint)
+
+
+def _screenshot_then_exit(window, path: str, after_s: float, outcome: dict) -> None:
+    from PySide6.QtCore import QTimer
+
+    def shoot() -> None:
+        image = window.grab().toImage()  # rendering belongs to the GUI thread; the file write does not
+
+        def save() -> str:
+            if not image.save(path, "PNG"):
+                raise OSError(f"could not write {path}")
+            return f"screenshot saved to {path}"
+
+        window.dashboard.jobs.run("Screenshot", save)
+
+    def failed(message: str) -> None:
+        print(message, file=sys.stderr)
+        outcome["code"] = 1
+        window.close()
+
+    window.dashboard.jobs.succeeded.connect(lambda _: window.close())
+    window.dashboard.jobs.failed.connect(failed)
+    window.live_data_shown.connect(lambda: QTimer.singleShot(int(after_s * 1000), shoot))
 
 
 def _close_on_sigint(window) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QWidget
 
+from sparksync.core.units import DEFAULT_MEMORY_UNIT, MemoryUnit, format_memory
 from sparksync_agent.protocol import Sample, Snapshot
 
 FIELDS = (
@@ -23,9 +24,12 @@ class NodeCard(QGroupBox):
         self.setObjectName("nodeCard")
         layout = QFormLayout(self)
         self._labels: dict[str, QLabel] = {}
+        self._memory_unit = DEFAULT_MEMORY_UNIT
+        self._memory_total: int | None = None
         for key, title in FIELDS:
             label = QLabel("…")
             label.setObjectName(f"node_{key}")
+            label.setWordWrap(True)  # a long OS name wraps instead of widening the side panel
             self._labels[key] = label
             layout.addRow(f"{title}:", label)
 
@@ -45,7 +49,14 @@ class NodeCard(QGroupBox):
 
     def show_sample(self, sample: Sample) -> None:
         if sample.memory is not None:
-            self._set("memory_total", f"{sample.memory.total_bytes / 1e9:.1f} GB")
+            self._memory_total = sample.memory.total_bytes
+            self._set("memory_total", format_memory(self._memory_total, self._memory_unit))
+
+    def set_memory_unit(self, unit: MemoryUnit) -> None:
+        """Name memory the way the plots do (GB or GiB), never both at once."""
+        self._memory_unit = unit
+        if self._memory_total is not None:
+            self._set("memory_total", format_memory(self._memory_total, unit))
 
     def _set(self, key: str, value: str) -> None:
         self._labels[key].setText(value)

@@ -60,3 +60,36 @@ def test_matches_a_plain_list(capacity, values):
     for x in values:
         buf.append({"x": x})
     np.testing.assert_array_equal(buf.column("x"), np.array(values[-capacity:] if values else [], dtype=float))
+
+
+def test_a_new_column_is_a_gap_in_older_rows():
+    buf = SeriesBuffer(4, ["t"])
+    buf.append({"t": 1.0})
+    buf.add_column("v")
+    buf.append({"t": 2.0, "v": 5.0})
+    assert "v" in buf and buf.columns == ("t", "v")
+    assert math.isnan(buf.column("v")[0]) and buf.column("v")[1] == 5.0
+    buf.add_column("v")  # adding twice changes nothing
+    assert buf.columns == ("t", "v")
+
+
+@given(
+    st.integers(1, 20),
+    st.lists(st.lists(st.floats(-1e6, 1e6), max_size=30), max_size=6),
+)
+def test_extend_matches_appending_row_by_row(capacity, chunks):
+    by_rows, by_blocks = SeriesBuffer(capacity, ["x", "y"]), SeriesBuffer(capacity, ["x", "y"])
+    for chunk in chunks:
+        for x in chunk:
+            by_rows.append({"x": x, "y": -x})
+        by_blocks.extend({"x": np.array(chunk), "y": -np.array(chunk, dtype=float)})
+    for name in ("x", "y"):
+        np.testing.assert_array_equal(by_blocks.column(name), by_rows.column(name))
+
+
+def test_extend_leaves_unnamed_columns_as_gaps():
+    buf = SeriesBuffer(4, ["t", "v"])
+    buf.extend({"t": np.array([1.0, 2.0])})
+    assert buf.column("t").tolist() == [1.0, 2.0] and np.isnan(buf.column("v")).all()
+    with pytest.raises(ValueError, match="one length"):
+        buf.extend({"t": np.array([3.0]), "v": np.array([1.0, 2.0])})

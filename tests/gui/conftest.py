@@ -1,9 +1,10 @@
-"""GUI fixtures: a real main window fed by a real local agent, shut down at teardown."""
+"""GUI fixtures: a real main window fed by a real local agent, shut down at teardown; a bare dashboard."""
 
 from __future__ import annotations
 
 import pytest
 
+from sparksync.core.dashboard_model import DashboardModel
 from sparksync.core.nodes import LocalNode
 
 
@@ -31,3 +32,22 @@ def live_window(qtbot, window):
     with qtbot.waitSignal(window.live_data_shown, timeout=30_000):
         window.start()
     return window
+
+
+@pytest.fixture
+def model() -> DashboardModel:
+    """An empty dashboard model, fed by the test."""
+    return DashboardModel()
+
+
+@pytest.fixture
+def view(qtbot, model):
+    from sparksync.gui.dashboard.dashboard_view import DashboardView
+
+    widget = DashboardView(model)
+    qtbot.addWidget(widget)
+    widget.resize(1200, 760)
+    widget.show()
+    qtbot.waitExposed(widget)
+    yield widget
+    assert widget.jobs.wait(10)

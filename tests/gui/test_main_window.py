@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from sparksync.core.paths import local_agent_state_dir
+from sparksync.core.units import MemoryUnit, format_memory
 from sparksync_agent.state import read_endpoint
 from tests.machine import mem_total_bytes
 
@@ -23,14 +24,27 @@ def test_shows_this_computer_and_live_plots(qtbot, live_window):
     assert win.card.title() == "this computer"
     assert win.card.text("hostname") == socket.gethostname()
     assert win.card.text("arch") == os.uname().machine
-    assert win.card.text("memory_total") == f"{mem_total_bytes() / 1e9:.1f} GB"
-    qtbot.waitUntil(lambda: win.plot.points_shown() >= 3, timeout=10_000)
-    x, used = win.plot.used_curve.getData()
-    _, total = win.plot.total_curve.getData()
+    assert win.card.text("memory_total") == format_memory(mem_total_bytes())  # decimal GB, as the plots
+    win.dashboard.set_memory_unit(MemoryUnit.GIB)
+    assert win.card.text("memory_total") == format_memory(mem_total_bytes(), MemoryUnit.GIB)
+    win.dashboard.set_memory_unit(MemoryUnit.GB)
+    dashboard = win.dashboard
+    qtbot.waitUntil(lambda: len(curve_data(dashboard, "mem.used")[0]) >= 3, timeout=10_000)
+    x, used = curve_data(dashboard, "mem.used")
+    _, total = curve_data(dashboard, "mem.total")
     assert np.all(np.diff(x) > 0)  # a time axis that grows
-    assert np.all((used > 0) & (used <= total)) and total[-1] == pytest.approx(mem_total_bytes() / 1e9)
-    _, cpu = win.plot.cpu_curve.getData()
+    n = min(len(used), len(total))
+    assert np.all((used[:n] > 0) & (used[:n] <= total[:n])) and total[-1] == pytest.approx(mem_total_bytes() / 1e9)
+    _, cpu = curve_data(dashboard, "cpu.util")
     assert np.all((cpu >= 0) & (cpu <= 100))
+
+
+def curve_data(dashboard, name: str):
+    curve = dashboard.curve("this computer", name)
+    if curve is None:
+        return np.array([]), np.array([])
+    x, y = curve.getOriginalDataset()
+    return (np.array([]), np.array([])) if x is None else (x, y)
 
 
 def test_a_killed_agent_reaches_the_status_bar_and_is_replaced(qtbot, live_window):
@@ -42,8 +56,8 @@ def test_a_killed_agent_reaches_the_status_bar_and_is_replaced(qtbot, live_windo
     assert "did not answer" in win.problem.toolTip() and win.problem.text().startswith("⚠ this computer:")
     # The worker replaces the dead local agent and the plots go on.
     qtbot.waitUntil(lambda: (read_endpoint(local_agent_state_dir()) or first).pid != first.pid, timeout=20_000)
-    shown = win.plot.series.version
-    qtbot.waitUntil(lambda: win.plot.series.version > shown + 2, timeout=20_000)
+    shown = win.model.version
+    qtbot.waitUntil(lambda: win.model.version > shown + 2, timeout=20_000)
     qtbot.waitUntil(lambda: win.statusBar().currentMessage() == "this computer: live", timeout=10_000)
     assert win.problem.text() == ""  # the error is over once the node is live again
 

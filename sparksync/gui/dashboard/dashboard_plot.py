@@ -1,0 +1,140 @@
+"""One dashboard plot: a wall-clock time axis, one curve per (node, series), a hover line.
+
+Curves get pyqtgraph's automatic peak downsampling and clip-to-view, so a
+10-minute window of 10 Hz samples costs about two points (a min and a max) per pixel column.
+The Y range is set here, from 0 to just above the largest visible value,
+and only moved when that changes by a noticeable step: pyqtgraph's own
+auto-range would rescan every curve on every update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from PySide6.QtWidgets import QGraphicsItem, QWidget
+
+import pyqtgraph as pg
+from sparksync.core.dashboard_model import DashboardModel
+from sparksync.core.units import MemoryUnit
+from sparksync.gui.dashboard.palette import BACKGROUND, FOREGROUND
+from sparksync.gui.dashboard.plot_specs import PlotSpec, memory_scale
+
+CurveKey = tuple[str, str]  # (node, series name)
+HEADROOM = 1.1  # the top of the Y axis, over the largest visible value
+SHRINK_BELOW = 0.6  # the Y axis only shrinks when the data fell below this share of it
+
+
+class DashboardPlot(pg.PlotWidget):
+    def __init__(self, spec: PlotSpec, memory_unit: MemoryUnit, parent: QWidget | None = None):
+        super().__init__(parent, background=BACKGROUND, axisItems={"bottom": pg.DateAxisItem()})
+        self.spec = spec
+        self.setObjectName(f"plot_{spec.key}")
+        self.curves: dict[CurveKey, pg.PlotDataItem] = {}
+        self._scale = 1.0
+        self._top = 0.0
+        self._title = ""
+        item = self.getPlotItem()
+        item.showGrid(x=True, y=True, alpha=0.25)
+        item.setDownsampling(ds=True, auto=True, mode="peak")  # ds=True: auto alone stays off in pyqtgraph
+        item.setClipToView(True)
+        item.hideButtons()
+        item.setMenuEnabled(False)
+        self.view_box = item.getViewBox()
+        self.view_box.setMouseEnabled(x=True, y=False)
+        self.view_box.disableAutoRange()
+        self.crosshair = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen("#888888", width=1))
+        self.crosshair.hide()
+        item.addItem(self.crosshair, ignoreBounds=True)
+        for side in ("left", "bottom"):
+            axis = item.getAxis(side)
+            axis.setTextPen(FOREGROUND)
+            # Axis text is slow to draw; cache it so a curve update does not redraw a left axis
+            # whose ticks did not move (the cache is dropped whenever the axis itself changes).
+            axis.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        item.titleLabel.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        self.placeholder = pg.TextItem("", color="#8a9099", anchor=(0.5, 0.5))
+        item.addItem(self.placeholder, ignoreBounds=True)
+        self.set_memory_unit(memory_unit)
+        self.set_title(spec.title)
+        if spec.y_range is not None:
+            self.setYRange(*spec.y_range, padding=0)
+
+    # --- labels -----------------------------------------------------------------
+
+    def set_memory_unit(self, unit: MemoryUnit) -> None:
+        spec = self.spec
+        self._scale = memory_scale(spec.key, unit)
+        axis = self.getPlotItem().getAxis("left")
+        axis.enableAutoSIPrefix(spec.si_prefix)
+        unit_text = unit.value if spec.unit in ("GB", "GiB") else spec.unit
+        self.getPlotItem().setLabel("left", spec.axis, units=unit_text, color=FOREGROUND)
+        self._top = 0.0  # numbers change with the unit: fit the axis again
+
+    def axis_label(self) -> str:
+        """The left axis' text as shown, unit included (e.g. 'link rate (Gb/s)')."""
+        axis = self.getPlotItem().getAxis("left")
+        return f"{axis.labelText} ({axis.labelUnitPrefix}{axis.labelUnits})"
+
+    def set_title(self, text: str) -> None:
+        if text != self._title:  # a new title re-lays the plot out; skip when nothing changed
+            self._title = text
+            self.getPlotItem().setTitle(text, color=FOREGROUND, size="9pt")
+
+    def title(self) -> str:
+        return self._title
+
+    def set_placeholder(self, text: str) -> None:
+        """A line in the middle of the plot while it has no curve (e.g. no workload yet)."""
+        self.placeholder.setText(text)
+        self.placeholder.setVisible(bool(text) and not self.curves)
+
+    # --- curves -------------------------------------------------------------------
+
+    def add_curve(self, key: CurveKey, pen) -> pg.PlotDataItem:
+        # One bin per pixel column (pyqtgraph's default is five); "peak" keeps each bin's min and max,
+        # so no spike is lost while a 10-minute window of 10 Hz samples costs ~2 points per pixel.
+        curve = self.getPlotItem().plot(
+            pen=pen, connect="finite", autoDownsampleFactor=1.0, dynamicRangeLimit=None
+        )
+        curve.setDownsampling(auto=True, method="peak")
+        curve.setClipToView(True)
+        self.curves[key] = curve
+        self.placeholder.hide()
+        return curve
+
+    def draw(self, model: DashboardModel, t0: float, t1: float, shown: Callable[[str, str], bool]) -> int:
+        """Show the window [t0, t1] of every shown curve; returns the points handed to the plot."""
+        self.setXRange(t0, t1, padding=0)
+        if self.placeholder.isVisible():
+            self.placeholder.setPos((t0 + t1) / 2, self._top / 2 if self._top else 0.5)
+        points, top = 0, 0.0
+        for (node, name), curve in self.curves.items():
+            visible = shown(node, name)
+            if visible != curve.isVisible():  # each Qt call costs; most draws change nothing here
+                curve.setVisible(visible)
+            if not visible:
+                continue
+            x, y = model.window(node, name, t0)
+            if self._scale != 1.0:
+                y = y / self._scale
+            curve.setData(x, y)
+            points += len(x)
+            top = max(top, _finite_max(y))
+        self._fit_y(top)
+        return points
+
+    def _fit_y(self, top: float) -> None:
+        if self.spec.y_range is not None:
+            return
+        wanted = top * HEADROOM if top > 0 else 1.0
+        if wanted > self._top or wanted < self._top * SHRINK_BELOW:
+            self._top = wanted
+            self.setYRange(0, wanted, padding=0)
+
+
+def _finite_max(values: np.ndarray) -> float:
+    if not len(values):
+        return 0.0
+    top = np.nanmax(values) if not np.isnan(values).all() else 0.0
+    return float(top)
