@@ -43,6 +43,7 @@ from tests.perf.switchyard_bench import (
     run_windows,
     start_gateway_process,
 )
+from tests.switchyard.llama import server_cmd
 
 pytestmark = [
     pytest.mark.perf,
@@ -57,28 +58,6 @@ TTFT_P50_TARGET_MS = 2.0
 TTFT_P99_TARGET_MS = 10.0
 TPS_LOSS_TARGET = 0.03
 TARGETS = ("direct", "nginx", "gateway")
-
-
-def _engine_cmd(binaries, model, port: int) -> list[str]:
-    # One compute thread leaves the second core to the proxy under test and to the load generator.
-    return [
-        str(binaries.llama_server),
-        "-m",
-        str(model.gguf),
-        "--alias",
-        model.name,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "-c",
-        str(32 * 512),
-        "-np",
-        "32",
-        "-t",
-        "1",
-        "--metrics",
-    ]
 
 
 def _gateway_config(path, engine_url: str, port: int):
@@ -102,7 +81,7 @@ def measured(llama_binaries, tiny_model, tmp_path_factory, durations) -> dict:  
     window_s = max(1.0, durations.cpu_s / (len(CONCURRENCIES) * ROUNDS * len(TARGETS)) * 1.5)
     engine_port, gateway_port = free_port(), free_port()
     with running(
-        _engine_cmd(llama_binaries, tiny_model, engine_port), work / "engine.log", engine_port
+        server_cmd(llama_binaries, tiny_model, engine_port, threads=1, slots=32, ctx=32 * 512), work / "engine.log", engine_port
     ) as engine:
         wait_http_ready(engine, "/health")
         config = _gateway_config(work / "switchyard.json", engine.base_url, gateway_port)
