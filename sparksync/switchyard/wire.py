@@ -2,10 +2,13 @@
 
 Why not httpx here: a stream of tokens is thousands of tiny chunks a second,
 and httpx's layers (httpcore, h11, anyio) cost ~60 us of CPU per chunk,
-which on a small machine is CPU taken from the engine itself. This client
-is an asyncio Protocol and a small parser (~5 us per chunk). It does only
-what the relay needs: keep-alive pooling, Content-Length and chunked bodies,
-connect and read timeouts, and closing a connection to cancel a generation.
+which on a small machine is CPU taken from the engine itself. This client is
+an asyncio Protocol around httptools' HttpResponseParser (llhttp, the C
+parser uvicorn uses), a few us per chunk. httptools does all the parsing:
+status line, headers, Content-Length, chunked bodies and trailers. This
+module only adds what the relay needs around it: keep-alive pooling, connect
+and read timeouts, backpressure, and closing a connection to cancel a
+generation.
 Health checks and everything else still use httpx.
 """
 
@@ -14,11 +17,14 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
+import httptools
+
 HIGH_WATER = 1 << 20  # pause reading from a replica when this much is buffered (a slow client)
-MAX_HEAD = 64 * 1024
+MAX_HEAD = 64 * 1024  # llhttp puts no limit on a head still arriving; this is ours
 
 
 class WireError(Exception):
@@ -34,16 +40,37 @@ class WireTimeout(WireError):
 
 
 class _Connection(asyncio.Protocol):
+    """One connection to a replica. The parser calls the ``on_*`` methods, which keep the answer
+    in flight: its head, the body pieces not yet read, and whether it is complete."""
+
     def __init__(self, key: tuple[str, str, int]):
         self.key = key
         self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
         self.closed = False
-        self.error: Exception | None = None
+        self.error: Exception | None = None  # why asyncio lost the connection
+        self.failure: WireError | None = None  # what the parser rejected
         self.timed_out = False
-        self.last_activity = time.monotonic()
+        self.leftover = False  # bytes came after an answer: never reuse this connection
+        self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
         self._paused = False
+        self._clear(read_timeout=0.0)
+        self.complete = True  # no answer in flight until a request goes out
+
+    def begin(self, read_timeout: float) -> None:
+        """Ready for the answer to a request about to be written."""
+        self._clear(read_timeout)
+        self._arm(read_timeout)
+
+    def _clear(self, read_timeout: float) -> None:
+        self.status = 0
+        self.headers: list[tuple[str, str]] = []
+        self.head_done = self.complete = self.keep_alive = self.until_eof = False
+        self.body: deque[bytes] = deque()  # body pieces the reader has not taken yet
+        self.buffered = self.head_bytes = 0
+        self.read_timeout = read_timeout
+        self.last_activity = time.monotonic()
 
     # -- asyncio callbacks --------------------------------------------------------------------
 
@@ -51,91 +78,180 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self.buffer += data
         self.last_activity = time.monotonic()
-        if len(self.buffer) > HIGH_WATER and not self._paused and self.transport is not None:
+        if self.complete:  # nothing is expected now: a replica that sends anyway is not reused
+            self.leftover = True
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade as exc:
+            self._reject("a protocol upgrade, which this client never asks for", exc)
+        except httptools.HttpParserError as exc:
+            self._reject(str(exc), exc)
+        if not self.head_done and not self.closed:
+            self.head_bytes += len(data)
+            if self.head_bytes > MAX_HEAD:
+                self._reject(f"a head over {MAX_HEAD // 1024} KiB")
+        if self.buffered > HIGH_WATER and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
         self._wake()
 
     def eof_received(self) -> bool:
-        self.closed = True
-        self._wake()
+        self._peer_closed(None)
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self._peer_closed(exc)
+        self.closed = True
+        self.disarm()
+        self._wake()
+
+    def _peer_closed(self, exc: Exception | None) -> None:
         self.closed = True
         self.error = exc
+        if exc is None and self.head_done and self.until_eof:  # a body delimited by the connection's end
+            self.complete = True
         self._wake()
+
+    # -- parser callbacks (httptools) ---------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self.complete:  # a second answer to one request: stop the parser here
+            raise WireError("bytes after the end of the answer")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self.head_done:  # after the head, these are a chunked body's trailers: not needed
+            self.headers.append((name.decode("latin-1").lower(), value.decode("latin-1").strip()))
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if status < 200:  # an interim answer (100 Continue): the real head follows
+            self.headers = []
+            return
+        self.status, self.head_done = status, True
+        framing = dict(h for h in self.headers if h[0] in ("content-length", "transfer-encoding"))
+        # Neither length nor chunks: llhttp reads the body to the connection's end, which only we see.
+        chunked = "chunked" in framing.get("transfer-encoding", "")
+        self.until_eof = "content-length" not in framing and not chunked
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+        self.buffered += len(body)
+
+    def on_message_complete(self) -> None:
+        if self.head_done:
+            self.complete = True
+            self.keep_alive = self._parser.should_keep_alive()
+
+    def _reject(self, reason: str, cause: Exception | None = None) -> None:
+        if self.complete:  # the answer is whole; only the connection is spoilt
+            self.leftover = True
+            return
+        host, port = self.key[1], self.key[2]
+        self.failure = WireError(
+            f"the replica at {host}:{port} sent a malformed HTTP response ({reason}); "
+            "check that its URL points at the engine's OpenAI-compatible HTTP port"
+        )
+        self.failure.__cause__ = cause  # a failing callback of ours shows up here too
+        self.abort()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def wait(self) -> None:
+        """Wait until the parser has made progress; raises when the answer failed or ended early."""
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        if not self.closed and self.failure is None:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self.failure is not None:
+            raise self.failure
+        if self.closed and not self.complete and not self.body:
+            raise self._ended()
+
+    def _ended(self) -> WireError:
+        if self.timed_out:
+            when = "mid-answer" if self.head_done else "before answering"
+            return WireTimeout(
+                f"the replica sent nothing for {self.read_timeout:g} s {when}; "
+                "check that it is not overloaded, or raise limits.read_timeout_s"
+            )
+        detail = f": {self.error}" if self.error else ""
+        return WireError(f"the replica closed the connection{detail}")
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
-    # -- reading ------------------------------------------------------------------------------
+    # -- read timeout -------------------------------------------------------------------------
 
-    async def more(self, have: int) -> None:
-        """Wait until the buffer holds more than the ``have`` bytes the caller saw; raises when
-        the connection ended instead. (Bytes may arrive between the caller's look and this call.)"""
-        if self._paused and self.transport is not None:
-            self._paused = False
-            self.transport.resume_reading()
-        if len(self.buffer) > have:
-            return
-        if self.closed:
-            raise self._ended()
-        self._waiter = asyncio.get_running_loop().create_future()
-        try:
-            await self._waiter
-        finally:
-            self._waiter = None
-        if self.closed and not self.buffer:
-            raise self._ended()
+    def _arm(self, timeout: float) -> None:
+        # One timer per answer, not per chunk: it wakes a few times per timeout period.
+        loop = asyncio.get_running_loop()
 
-    def take(self, n: int) -> bytes:
-        data = bytes(self.buffer[:n])
-        del self.buffer[:n]
-        return data
+        def check() -> None:
+            idle = 0.0 if self._paused else time.monotonic() - self.last_activity
+            if idle >= timeout:  # (paused: our client is slow to read; the replica is not late)
+                self.timed_out = True
+                self.abort()
+                return
+            self._watchdog = loop.call_later(min(timeout - idle, timeout / 4) + 0.001, check)
 
-    def _ended(self) -> WireError:
-        if self.timed_out:
-            return WireTimeout("no byte from the replica within the read timeout")
-        detail = f": {self.error}" if self.error else ""
-        return WireError(f"the replica closed the connection{detail}")
+        self.disarm()
+        self._watchdog = loop.call_later(timeout / 4, check)
+
+    def disarm(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+
+    # -- ending -------------------------------------------------------------------------------
 
     def abort(self) -> None:
+        self.disarm()
         if self.transport is not None and not self.closed:
             self.transport.abort()
         self.closed = True
+        self._wake()
 
     @property
     def reusable(self) -> bool:
-        return not self.closed and self.transport is not None and not self.transport.is_closing()
+        return (
+            not self.closed
+            and not self.leftover
+            and self.transport is not None
+            and not self.transport.is_closing()
+        )
 
 
 class WireResponse:
     """A replica's answer: status and headers at once, then the body as it comes."""
 
-    def __init__(self, client: WireClient, conn: _Connection, status: int, headers: list[tuple[str, str]]):
+    def __init__(self, client: WireClient, conn: _Connection):
         self._client = client
         self._conn = conn
-        self.status_code = status
-        self.headers = headers
-        values = {k: v for k, v in headers}
-        self._chunked = "chunked" in values.get("transfer-encoding", "").lower()
-        length = values.get("content-length")
-        self._remaining = int(length) if length and length.isdigit() else None
-        self._keep_alive = values.get("connection", "").lower() != "close"
-        self._done = not self._chunked and self._remaining == 0
-        self._watchdog: asyncio.TimerHandle | None = None
-        self._watch()
+        self._closed = False
+        self.status_code = conn.status
+        self.headers = conn.headers
 
     async def chunks(self) -> AsyncIterator[bytes]:
-        """The body, as its bytes arrive (de-chunked)."""
-        while not self._done:
-            data = await (self._next_chunked() if self._chunked else self._next_plain())
-            if data:
-                yield data
+        """The body, as its bytes arrive (de-chunked), one piece per parser callback."""
+        conn = self._conn
+        body = conn.body
+        while True:
+            while body:
+                piece = body.popleft()
+                conn.buffered -= len(piece)
+                yield piece
+            if conn.complete:
+                return
+            await conn.wait()
 
     async def read(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks()])
@@ -143,89 +259,15 @@ class WireResponse:
     async def aclose(self) -> None:
         """Done with the answer: keep the connection when it was read to the end, else drop it
         (which tells the replica to stop generating)."""
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            self._watchdog = None
-        if self._done and self._keep_alive and self._conn.reusable and not self._conn.buffer:
-            self._client.release(self._conn)
+        if self._closed:
+            return
+        self._closed = True
+        conn = self._conn
+        conn.disarm()
+        if conn.complete and not conn.body and conn.keep_alive and conn.reusable:
+            self._client.release(conn)
         else:
-            self._conn.abort()
-
-    # -- body framing -------------------------------------------------------------------------
-
-    async def _next_plain(self) -> bytes:
-        conn = self._conn
-        if not conn.buffer:
-            try:
-                await conn.more(0)
-            except WireError:
-                if self._remaining is None:  # a body delimited by the end of the connection
-                    self._done = True
-                    return b""
-                raise
-        n = len(conn.buffer) if self._remaining is None else min(len(conn.buffer), self._remaining)
-        data = conn.take(n)
-        if self._remaining is not None:
-            self._remaining -= n
-            self._done = self._remaining == 0
-        return data
-
-    async def _next_chunked(self) -> bytes:
-        conn = self._conn
-        if not self._remaining:  # at a chunk boundary: read the size line first
-            line = await self._line(skip_crlf=self._remaining == 0)
-            try:
-                size = int(line.split(b";", 1)[0].strip() or b"0", 16)
-            except ValueError:
-                raise WireError(f"the replica sent a malformed chunk size {line[:20]!r}") from None
-            if size == 0:
-                await self._trailer()
-                self._done = True
-                return b""
-            self._remaining = size
-        # A token's chunk usually arrives whole with its size line: hand it over in the same call.
-        if not conn.buffer:
-            await conn.more(0)
-        n = min(len(conn.buffer), self._remaining)
-        self._remaining -= n
-        return conn.take(n)
-
-    async def _line(self, skip_crlf: bool) -> bytes:
-        conn = self._conn
-        if skip_crlf:  # the CRLF that ends the previous chunk's data
-            while len(conn.buffer) < 2:
-                await conn.more(len(conn.buffer))
-            if conn.buffer[:2] == b"\r\n":
-                del conn.buffer[:2]
-        while (end := conn.buffer.find(b"\r\n")) < 0:
-            await conn.more(len(conn.buffer))
-        line = conn.take(end)
-        del conn.buffer[:2]
-        return line
-
-    async def _trailer(self) -> None:
-        while (await self._line(skip_crlf=False)) != b"":
-            pass
-
-    # -- read timeout -------------------------------------------------------------------------
-
-    def _watch(self) -> None:
-        # One timer per answer, not per chunk: it wakes a few times per timeout period.
-        timeout = self._client.read_timeout
-        loop = asyncio.get_running_loop()
-
-        def check() -> None:
-            idle = time.monotonic() - self._conn.last_activity
-            if self._conn._paused:  # our client is slow to read; the replica is not late
-                idle = 0.0
-            if idle >= timeout:
-                self._conn.timed_out = True
-                self._conn.abort()
-                self._conn._wake()
-                return
-            self._watchdog = loop.call_later(min(timeout - idle, timeout / 4) + 0.001, check)
-
-        self._watchdog = loop.call_later(timeout / 4, check)
+            conn.abort()
 
 
 class WireClient:
@@ -241,16 +283,17 @@ class WireClient:
         """Send the request and return once the answer's head has arrived."""
         scheme, host, port, target = _split(url)
         key = (scheme, host, port)
+        request = _request(host, port, target, body, headers)
         conn = self._reuse(key)
         if conn is not None:
             try:
-                return await self._exchange(conn, host, port, target, body, headers)
+                return await self._exchange(conn, request)
             except WireTimeout:
                 raise
             except WireError:
                 pass  # the replica had closed this idle connection before reading the request: send again
         conn = await self._connect(key)
-        return await self._exchange(conn, host, port, target, body, headers)
+        return await self._exchange(conn, request)
 
     def release(self, conn: _Connection) -> None:
         self._idle.setdefault(conn.key, []).append(conn)
@@ -265,7 +308,7 @@ class WireClient:
         idle = self._idle.get(key)
         while idle:
             conn = idle.pop()
-            if conn.reusable and not conn.buffer:
+            if conn.reusable:
                 return conn
             conn.abort()
         return None
@@ -286,43 +329,23 @@ class WireClient:
             raise WireConnectError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         return conn
 
-    async def _exchange(
-        self, conn: _Connection, host: str, port: int, target: str, body: bytes, headers: dict[str, str]
-    ) -> WireResponse:
-        lines = [f"POST {target} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
-        lines += [f"{k}: {v}" for k, v in headers.items()]
+    async def _exchange(self, conn: _Connection, request: bytes) -> WireResponse:
         assert conn.transport is not None
-        conn.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        conn.begin(self.read_timeout)
+        conn.transport.write(request)
         try:
-            status, response_headers = await self._head(conn)
+            while not conn.head_done:
+                await conn.wait()
         except BaseException:
             conn.abort()
             raise
-        return WireResponse(self, conn, status, response_headers)
+        return WireResponse(self, conn)
 
-    async def _head(self, conn: _Connection) -> tuple[int, list[tuple[str, str]]]:
-        deadline = time.monotonic() + self.read_timeout
-        while (end := conn.buffer.find(b"\r\n\r\n")) < 0:
-            if len(conn.buffer) > MAX_HEAD:
-                raise WireError("the replica sent an oversized response head")
-            try:
-                await asyncio.wait_for(conn.more(len(conn.buffer)), max(0.001, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                raise WireTimeout(f"no answer from the replica within {self.read_timeout:g} s") from None
-        head = conn.take(end).decode("latin-1")
-        del conn.buffer[:4]
-        status_line, *header_lines = head.split("\r\n")
-        try:
-            status = int(status_line.split(" ", 2)[1])
-        except (IndexError, ValueError):
-            raise WireError(f"the replica sent a malformed status line {status_line[:60]!r}") from None
-        if status == 100:  # Continue: the real head follows
-            return await self._head(conn)
-        parsed = []
-        for line in header_lines:
-            name, _, value = line.partition(":")
-            parsed.append((name.strip().lower(), value.strip()))
-        return status, parsed
+
+def _request(host: str, port: int, target: str, body: bytes, headers: dict[str, str]) -> bytes:
+    lines = [f"POST {target} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
 def _split(url: str) -> tuple[str, str, int, str]:

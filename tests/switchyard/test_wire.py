@@ -1,4 +1,9 @@
-"""The relay's lean HTTP/1.1 client against raw scripted servers: framing, keep-alive, timeouts."""
+"""The relay's lean HTTP/1.1 client against raw scripted servers: framing, keep-alive, timeouts.
+
+httptools parses the answers; these tests pin what the client builds on it: bodies reassembled from
+any split, interim heads and trailers skipped, malformed answers turned into clear WireErrors, and a
+connection reused only when its answer ended cleanly and the replica allows it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import asyncio
 
 import pytest
 
+from sparksync.switchyard import wire
 from sparksync.switchyard.wire import WireClient, WireConnectError, WireError, WireTimeout
 from tests.engines.engine_procs import free_port
 
@@ -49,8 +55,9 @@ class Script:
             writer.close()
 
     async def _reply(self, writer: asyncio.StreamWriter, reply: bytes) -> None:
-        if reply == b"hang":
-            writer.write(CHUNKED_HEAD)
+        if reply in (b"hang", b"silent"):
+            if reply == b"hang":
+                writer.write(CHUNKED_HEAD)
             await asyncio.sleep(5)
             return
         for piece in [reply[i : i + 1] for i in range(len(reply))] if self.byte_by_byte else [reply]:
@@ -130,7 +137,7 @@ def test_a_connection_the_server_closed_is_replaced_transparently():
 def test_silence_after_the_head_times_out():
     async def body(client, url):
         response = await client.post(url, b"{}", {})
-        with pytest.raises(WireTimeout):
+        with pytest.raises(WireTimeout, match="nothing for 0.3 s mid-answer"):
             await response.read()
         await response.aclose()
 
@@ -138,7 +145,7 @@ def test_silence_after_the_head_times_out():
 
 
 def test_malformed_chunk_size_is_a_wire_error():
-    with pytest.raises(WireError, match="malformed chunk size"):
+    with pytest.raises(WireError, match=r"malformed HTTP response \(.*chunk size.*\); check that its URL"):
         run(Script([CHUNKED_HEAD + b"zz\r\nhello\r\n0\r\n\r\n"]), fetch)
 
 
@@ -148,3 +155,127 @@ def test_refused_connection():
 
     with pytest.raises(WireConnectError, match="cannot connect"):
         run(Script([]), body)
+
+
+def fetch_twice(client: WireClient, url: str) -> list[tuple[int, bytes]]:
+    async def both():
+        return [await fetch(client, url), await fetch(client, url)]
+
+    return both()
+
+
+def test_content_length_answer_split_at_every_byte_is_reassembled():
+    reply = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\": 1.0}"
+    assert run(Script([reply], byte_by_byte=True), fetch) == (200, b'{"ok": 1.0}')
+
+
+def test_head_values_are_trimmed_and_names_lowercased():
+    reply = b"HTTP/1.1 200 OK\r\nContent-Type:   text/event-stream  \r\nContent-Length: 0\r\n\r\n"
+
+    async def head(client, url):
+        response = await client.post(url, b"{}", {})
+        await response.aclose()
+        return response.headers
+
+    assert ("content-type", "text/event-stream") in run(Script([reply]), head)
+
+
+def test_chunked_trailers_are_skipped_and_the_connection_kept():
+    with_trailer = CHUNKED_HEAD + chunked(*EVENTS)[: -len(b"\r\n")] + b"X-Usage: 3\r\nX-Other: a\r\n\r\n"
+    script = Script([with_trailer, with_trailer], byte_by_byte=True)
+
+    async def twice(client, url):
+        answers = []
+        for _ in range(2):
+            response = await client.post(url, b"{}", {})
+            answers.append((await response.read(), [name for name, _ in response.headers]))
+            await response.aclose()
+        return answers
+
+    assert run(script, twice) == [(b"".join(EVENTS), ["content-type", "transfer-encoding"])] * 2
+    assert script.connections == 1
+
+
+def test_an_interim_100_continue_head_is_skipped():
+    reply = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"
+    assert run(Script([reply]), fetch) == (201, b"ok")
+
+
+def test_a_body_delimited_by_the_connection_end_is_read_whole_and_not_reused():
+    script = Script([b"HTTP/1.1 200 OK\r\n\r\nuntil the end"] * 2, close_after=True)
+    assert run(script, fetch_twice) == [(200, b"until the end")] * 2
+    assert script.connections == 2
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"HTTP/1.1 200 OK\r\nConnection: close\r\n", b"HTTP/1.0 200 OK\r\n"],
+    ids=["connection-close", "http-1.0"],
+)
+def test_a_connection_the_replica_wants_closed_is_not_reused(head):
+    # The server would serve a second request on it; the client must not ask.
+    reply = head + b"Content-Length: 2\r\n\r\nok"
+    script = Script([reply, reply])
+    assert run(script, fetch_twice) == [(200, b"ok")] * 2
+    assert script.connections == 2
+
+
+def test_bytes_after_the_answer_keep_the_answer_but_not_the_connection():
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n"
+    script = Script([reply, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno"])
+    assert run(script, fetch_twice) == [(200, b"ok"), (200, b"no")]
+    assert script.connections == 2
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "Expected HTTP/"),
+        (b"HTTP/1.1 abc OK\r\n\r\n", "Invalid status code"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n", "Content-Length"),
+        (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: upgrade\r\n\r\n", "upgrade"),
+        (b"HTTP/1.1 200 OK\r\nX-Endless: " + b"a" * (3 * wire.MAX_HEAD), "a head over 64 KiB"),
+    ],
+    ids=["not-http", "status", "content-length", "upgrade", "oversized-head"],
+)
+def test_a_malformed_head_is_a_wire_error_that_says_what_to_check(reply, reason):
+    async def body(client, url):
+        await client.post(url, b"{}", {})
+
+    with pytest.raises(WireError, match="malformed HTTP response") as caught:
+        run(Script([reply]), body)
+    assert reason in str(caught.value) and "127.0.0.1:" in str(caught.value)
+    assert not isinstance(caught.value, WireTimeout)
+
+
+def test_a_replica_closing_mid_body_is_a_wire_error():
+    reply = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this"
+    with pytest.raises(WireError, match="closed the connection"):
+        run(Script([reply], close_after=True), fetch)
+
+
+def test_silence_before_the_head_times_out():
+    async def body(client, url):
+        await client.post(url, b"{}", {})
+
+    with pytest.raises(WireTimeout, match=r"nothing for 0.3 s before answering.*limits.read_timeout_s"):
+        run(Script([b"silent"]), body, read_timeout=0.3)
+
+
+def test_a_slow_reader_pauses_the_replica_without_timing_out(monkeypatch):
+    monkeypatch.setattr(wire, "HIGH_WATER", 1024)
+    pieces = [bytes([65 + i % 26]) * 512 for i in range(256)]  # 128 KiB in 512-byte chunks
+
+    async def slow(client, url):
+        response = await client.post(url, b"{}", {})
+        await asyncio.sleep(0.5)  # longer than the read timeout, while the replica is paused
+        transport = response._conn.transport
+        paused = transport is not None and not transport.is_closing() and not transport.is_reading()
+        body = await response.read()
+        await response.aclose()
+        return paused, body
+
+    reply = CHUNKED_HEAD + chunked(*pieces)
+    # A second reply keeps the server's side open, so "not reading" can only mean paused.
+    paused, body = run(Script([reply, reply]), slow, read_timeout=0.3)
+    assert paused and body == b"".join(pieces)
