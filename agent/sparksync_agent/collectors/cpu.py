@@ -18,6 +18,9 @@ from sparksync_agent.protocol import CpuSample
 
 # user nice system idle iowait irq softirq steal; guest time is already inside user/nice.
 _COUNTED_FIELDS = 8
+# The kernel recomputes load averages only every 5 s, so re-reading /proc/loadavg
+# at every 10 Hz sample mostly returns the same numbers; once a second is plenty.
+LOADAVG_REFRESH_S = 1.0
 
 
 def parse_cpu_times(data: bytes) -> dict[bytes, tuple[int, int]]:
@@ -55,6 +58,8 @@ class CpuCollector(Collector):
         self._stat = KernelFile(str(proc_root / "stat"))
         self._loadavg = KernelFile(str(proc_root / "loadavg"))
         self._previous: dict[bytes, tuple[int, int]] = {}
+        self._load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        self._load_at: float | None = None
 
     def sample(self, now: float) -> CpuSample:
         times = parse_cpu_times(self._stat.read())
@@ -66,8 +71,13 @@ class CpuCollector(Collector):
         return CpuSample(
             percent=total,
             per_core=list(percents.values()),
-            load_avg=parse_loadavg(self._loadavg.read()),
+            load_avg=self._load_avg(now),
         )
+
+    def _load_avg(self, now: float) -> tuple[float, float, float]:
+        if self._load_at is None or now - self._load_at >= LOADAVG_REFRESH_S:
+            self._load, self._load_at = parse_loadavg(self._loadavg.read()), now
+        return self._load
 
     def close(self) -> None:
         self._stat.close()

@@ -58,3 +58,11 @@ def test_stat_without_cpu_line_raises(tree, collector):
     tree.write(tree.proc / "stat", "intr 1 2 3\n")
     with pytest.raises(ValueError, match="no 'cpu' line"):
         collector.sample(0.0)
+
+
+def test_load_average_is_reread_once_a_second(tree, collector):
+    write_stat(tree, [(1, 1, 0)])
+    collector.sample(0.0)
+    tree.loadavg(3.0, 2.0, 1.0)
+    assert collector.sample(0.5).load_avg == (1.5, 0.75, 0.25)  # the kernel updates it every 5 s anyway
+    assert collector.sample(1.0).load_avg == (3.0, 2.0, 1.0)
