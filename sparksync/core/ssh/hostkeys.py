@@ -3,7 +3,7 @@
 Trust on first use, then never again without the user: pairing shows the
 key's fingerprint and pins the key; every later connection must present
 exactly that key. There is no code path that adds or replaces a pin by
-itself (no AutoAddPolicy, no WarningPolicy); a changed key raises
+itself (paramiko is never told to auto-add or merely warn); a changed key raises
 ``HostKeyChangedError`` naming both fingerprints and the re-pair command.
 """
 
