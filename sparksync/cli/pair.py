@@ -44,6 +44,15 @@ def add_pair_commands(group: click.Group) -> None:
 # --- pair ------------------------------------------------------------------------------------
 
 
+_node_timeout = click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the node.",
+)
+
+
 @click.command("pair")
 @click.argument("host")
 @click.option("--user", "-u", help="Account on the node (default: your user name here).")
@@ -58,13 +67,7 @@ def add_pair_commands(group: click.Group) -> None:
 @click.option(
     "--repair", is_flag=True, help="Re-pair a paired node (changed host key, or our key lost there)."
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=1),
-    default=10.0,
-    show_default=True,
-    help="Seconds to wait for the node.",
-)
+@_node_timeout
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def pair(
     host: str,
@@ -166,13 +169,7 @@ def _pair_json(result: PairResult) -> dict[str, Any]:
 @click.option(
     "--forget", is_flag=True, help="Only drop the node here, without reaching it (our key stays there)."
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=1),
-    default=10.0,
-    show_default=True,
-    help="Seconds to wait for the node.",
-)
+@_node_timeout
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def unpair(name: str, forget: bool, timeout: float, as_json: bool) -> None:
     """Remove this computer's key from node NAME and drop it from the cluster."""

@@ -25,6 +25,8 @@ import xmlrpc.client
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.perf.probes import BackgroundLoop
+
 STARTUP_TIMEOUT_S = 30.0
 DISABLED_PLUGINS = "ip,cloud,ports,containers,vms"
 # Host-header allowlist: also silences Glances' DNS-rebinding warning.
@@ -111,7 +113,7 @@ def _wait_ready(server: GlancesServer) -> None:
 
 
 @dataclass
-class GlancesPoller:
+class GlancesPoller(BackgroundLoop):
     """A client that fetches all of Glances' stats at a fixed rate, as ``glances -c`` does."""
 
     url: str
@@ -120,16 +122,8 @@ class GlancesPoller:
     error: BaseException | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    thread_name = "perf-glances-poller"
 
-    def start(self) -> GlancesPoller:
-        self._thread = threading.Thread(target=self._run, name="perf-glances-poller", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10.0)
 
     def _run(self) -> None:
         proxy = xmlrpc.client.ServerProxy(self.url)

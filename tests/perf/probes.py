@@ -140,9 +140,30 @@ class Received:
         return self.held_at - self.ts
 
 
+class BackgroundLoop:
+    """start()/stop() for the probes that run ``_run`` on a daemon thread until ``_stop`` is set."""
+
+    thread_name = "perf-loop"
+    _stop: threading.Event
+    _thread: threading.Thread | None
+
+    def start(self):
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10.0)
+
+
 @dataclass
-class SampleStream:
-    """One SSE client on a background thread that reads every sample, as the GUI would."""
+class SampleStream(BackgroundLoop):
+    """One SSE client on a background thread that reads every sample, as the GUI would.
+
+    stop() returns after the next event (a sample period at most), so the agent must still be up.
+    """
 
     client: httpx.Client
     received: list[Received] = field(default_factory=list)
@@ -150,17 +171,7 @@ class SampleStream:
     error: BaseException | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-
-    def start(self) -> SampleStream:
-        self._thread = threading.Thread(target=self._run, name="perf-sse-client", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stops after the next event (a sample period at most); the agent must still be up."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10.0)
+    thread_name = "perf-sse-client"
 
     @property
     def alive(self) -> bool:

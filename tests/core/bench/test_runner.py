@@ -78,17 +78,21 @@ def test_the_api_key_reaches_the_server_but_not_the_process_list(make_fake, toke
     assert "k-123" not in " ".join(benchy.command(call))
 
 
-def test_cancel_halfway_keeps_the_finished_test_as_partial(make_fake, tokenizer_json):
-    server = make_fake(token_delay_s=0.02)
+def _run_cancelled_after(server, tokenizer_json, streams: int):
+    """Run TWO_TESTS and cancel once ``streams`` streams have finished on the fake server."""
     runner = BenchRunner(request(server, tokenizer_json, TWO_TESTS))
-    # Streams: warmup + 3 runs of tg 16, then the warmup of tg 32: cancel during tg 32's first run.
-    canceller = threading.Thread(target=lambda: server.wait_streams_finished(PREFLIGHT_STREAMS + 5)
-                                 and runner.cancel())
+    canceller = threading.Thread(target=lambda: server.wait_streams_finished(streams) and runner.cancel())
     canceller.start()
     try:
-        outcome = runner.run()
+        return runner.run()
     finally:
         canceller.join()
+
+
+def test_cancel_halfway_keeps_the_finished_test_as_partial(make_fake, tokenizer_json):
+    server = make_fake(token_delay_s=0.02)
+    # Streams: warmup + 3 runs of tg 16, then the warmup of tg 32: cancel during tg 32's first run.
+    outcome = _run_cancelled_after(server, tokenizer_json, PREFLIGHT_STREAMS + 5)
 
     assert outcome.cancelled and outcome.status == "partial"
     assert [r.response_size for r in measured_rows(outcome.result)] == [16]
@@ -99,14 +103,7 @@ def test_cancel_halfway_keeps_the_finished_test_as_partial(make_fake, tokenizer_
 
 def test_cancel_before_any_test_finished_keeps_the_counts(make_fake, tokenizer_json):
     server = make_fake(token_delay_s=0.02)
-    runner = BenchRunner(request(server, tokenizer_json, TWO_TESTS))
-    canceller = threading.Thread(target=lambda: server.wait_streams_finished(PREFLIGHT_STREAMS + 2)
-                                 and runner.cancel())
-    canceller.start()
-    try:
-        outcome = runner.run()
-    finally:
-        canceller.join()
+    outcome = _run_cancelled_after(server, tokenizer_json, PREFLIGHT_STREAMS + 2)
     assert outcome.status == "partial" and measured_rows(outcome.result) == []
     assert outcome.progress.requests_done >= 1
     assert "no test had finished" in outcome.error
