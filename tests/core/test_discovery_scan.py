@@ -29,6 +29,9 @@ from sparksync.core.discovery.scan import MAX_SCAN_HOSTS, scan_targets
 BANNER = b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n"
 
 
+HANGUP_SLACK_S = 0.2
+
+
 class FakeServer:
     """TCP listeners on loopback addresses that answer like an SSH server, or like something else.
 
@@ -46,13 +49,32 @@ class FakeServer:
             self.sockets.append(sock)
         self.port = port
         self.address = addresses[0]
-        self.open_now = self.most_open = self.accepted = 0
+        self.accepted = 0
+        self._spans: list[tuple[float, float]] = []  # (accepted, hung up) per connection
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._serve, args=(s,), daemon=True) for s in self.sockets]
         self._workers: list[threading.Thread] = []
         for thread in self._threads:
             thread.start()
+
+    @property
+    def most_open(self) -> int:
+        """The most connections held at once, as the server saw them.
+
+        The server's threads notice a hang-up a little late on a loaded machine (the
+        prober's next connect can be accepted first), so each connection counts as
+        closed HANGUP_SLACK_S before the server noticed; a prober over its limit would
+        still overlap by a whole probe timeout.
+        """
+        with self._lock:
+            edges = [(start, 1) for start, _ in self._spans]
+            edges += [(max(start, end - HANGUP_SLACK_S), -1) for start, end in self._spans]
+        peak = now = 0
+        for _, step in sorted(edges, key=lambda e: (e[0], e[1])):
+            now += step
+            peak = max(peak, now)
+        return peak
 
     def _serve(self, sock: socket.socket) -> None:
         sock.settimeout(0.05)
@@ -67,10 +89,9 @@ class FakeServer:
             worker.start()
 
     def _talk(self, conn: socket.socket) -> None:
+        opened = time.monotonic()
         with self._lock:
             self.accepted += 1
-            self.open_now += 1
-            self.most_open = max(self.most_open, self.open_now)
         try:
             with conn:
                 if self.mode == "ssh":
@@ -90,7 +111,7 @@ class FakeServer:
                         break
         finally:
             with self._lock:
-                self.open_now -= 1
+                self._spans.append((opened, time.monotonic()))
 
     def close(self) -> None:
         self._stop.set()
