@@ -1,4 +1,4 @@
-"""``sparksync-agent``: serve, status and version."""
+"""``sparksync-agent``: serve, supervise, status and version."""
 
 from __future__ import annotations
 
@@ -46,7 +46,27 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--state-dir", type=Path, default=None)
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     sub.add_parser("version", help="print the agent and protocol versions")
+    _add_supervise_parser(sub)
     return parser
+
+
+def _add_supervise_parser(sub: argparse._SubParsersAction) -> None:
+    sup = sub.add_parser("supervise", help="run 'serve' as a child and restart it when it exits (no systemd)")
+    sup.add_argument("--pid-file", type=Path, required=True, help="the supervisor writes its pid here")
+    sup.add_argument("--log-file", type=Path, required=True, help="supervisor and agent log (appended)")
+    sup.add_argument("--state-file", type=Path, default=None, help="JSON: child pid, starts, last exit")
+    sup.add_argument("--state-dir", type=Path, default=None, help="the agent's --state-dir")
+    sup.add_argument("--sample-hz", type=_sample_hz, default=1.0, help="the agent's --sample-hz")
+    sup.add_argument("--advertise", action=argparse.BooleanOptionalAction, default=False,
+                     help="the agent's --advertise")
+
+
+def cmd_supervise(args: argparse.Namespace) -> int:
+    from sparksync_agent.supervise import SuperviseOptions, supervise
+
+    serve_args = ["--port", "0", "--state-dir", str(args.state_dir or default_state_dir())]
+    serve_args += ["--sample-hz", f"{args.sample_hz:g}"] + (["--advertise"] if args.advertise else [])
+    return supervise(SuperviseOptions(args.pid_file, args.log_file, args.state_file, serve_args))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -110,7 +130,9 @@ def cmd_version(_: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler = {"serve": cmd_serve, "status": cmd_status, "version": cmd_version}[args.command]
+    handler = {"serve": cmd_serve, "status": cmd_status, "version": cmd_version, "supervise": cmd_supervise}[
+        args.command
+    ]
     try:
         return handler(args)
     except AgentError as exc:

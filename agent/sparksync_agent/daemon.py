@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
 import logging
 import os
 import socket
+import time
+from collections.abc import Callable
+from email.utils import formatdate
 
 import uvicorn
 
@@ -15,6 +17,7 @@ from sparksync_agent.api.app import create_app, request_stop
 from sparksync_agent.collectors import CollectorSet
 from sparksync_agent.collectors.defaults import default_collectors
 from sparksync_agent.collectors.nodeinfo import read_node_info
+from sparksync_agent.engines.detect import EngineDetector
 from sparksync_agent.errors import PortInUseError, StateDirError
 from sparksync_agent.runtime import AgentOptions, AgentRuntime
 from sparksync_agent.state import (
@@ -26,12 +29,11 @@ from sparksync_agent.state import (
     prepare_state_dir,
     write_endpoint,
 )
+from sparksync_agent.supervisor.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 1.0  # SIGTERM must end the agent within 2 s
-PARENT_POLL_S = 1.0
-DATE_REFRESH_S = 1.0  # HTTP Date headers have a resolution of one second
 
 
 def bind_loopback(port: int) -> socket.socket:
@@ -60,8 +62,8 @@ class _AgentServer(uvicorn.Server):
 
     uvicorn's own main loop wakes every 0.1 s to poll ``should_exit``; on an
     idle node that doubles the agent's wake-ups at 10 Hz and dominates its CPU
-    at 1 Hz. This one sleeps until asked to exit, waking once a second only to
-    refresh the Date header.
+    at 1 Hz. This one sleeps until asked to exit; the Date header is refreshed
+    from the sampler's tick, so the agent wakes only to sample.
     """
 
     def __init__(self, config: uvicorn.Config, runtime: AgentRuntime):
@@ -73,10 +75,16 @@ class _AgentServer(uvicorn.Server):
     async def main_loop(self) -> None:
         self.loop = asyncio.get_running_loop()
         self._exit_requested = asyncio.Event()
-        # on_tick refreshes the Date header when its counter is a multiple of 10.
-        while not await self.on_tick(0):
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._exit_requested.wait(), DATE_REFRESH_S)
+        if await self.on_tick(0):  # sets the first Date header
+            return
+        self.runtime.sampler.every_second(self._refresh_date)
+        await self._exit_requested.wait()
+
+    def _refresh_date(self) -> None:
+        """What uvicorn's on_tick does once a second (this server sets no notify callback)."""
+        date = formatdate(time.time(), usegmt=True).encode()
+        headers = [(b"date", date)] if self.config.date_header else []
+        self.server_state.default_headers = headers + self.config.encoded_headers
 
     def request_exit(self) -> None:
         """Stop serving; safe from a signal handler or any thread."""
@@ -90,7 +98,7 @@ class _AgentServer(uvicorn.Server):
         if self._exit_requested is not None:
             self._exit_requested.set()
 
-    def handle_exit(self, sig, frame) -> None:  # noqa: ANN001 - signature is uvicorn's
+    def handle_exit(self, sig, frame) -> None:
         super().handle_exit(sig, frame)
         self.request_exit()
 
@@ -100,8 +108,11 @@ def build_runtime(options: AgentOptions) -> tuple[AgentRuntime, str]:
     token = load_or_create_token(state_dir)
     node_id = load_or_create_node_id(state_dir)
     info = read_node_info(node_id)
-    collectors = CollectorSet(default_collectors())
-    return AgentRuntime(options, node_id, info, collectors), token
+    supervisor = Supervisor(state_dir)
+    collectors = CollectorSet(default_collectors(workloads=supervisor.board))
+    runtime = AgentRuntime(options, node_id, info, collectors)
+    runtime.supervisor, runtime.engines = supervisor, EngineDetector()
+    return runtime, token
 
 
 def serve(options: AgentOptions) -> None:
@@ -109,19 +120,16 @@ def serve(options: AgentOptions) -> None:
     sock = bind_loopback(options.port)
     port = sock.getsockname()[1]
     server_box: dict[str, _AgentServer] = {}
-    watchers: list[asyncio.Task] = []
 
     async def on_start(rt: AgentRuntime) -> None:
         server = server_box["server"]
         await _start_advertising(rt)
         _publish_endpoint(rt, port)
         if rt.options.parent_pid:
-            watchers.append(asyncio.create_task(_exit_with_parent(server, rt.options.parent_pid)))
+            rt.sampler.every_second(_parent_watch(server, rt.options.parent_pid))
         log.info("agent %s serving on 127.0.0.1:%d at %.1f Hz", rt.node_id[:8], port, rt.options.sample_hz)
 
     async def on_stop(rt: AgentRuntime) -> None:
-        for task in watchers:
-            task.cancel()
         clear_endpoint(rt.options.state_dir, rt.run_id)
         await _stop_advertising(rt)
         rt.collectors.close()
@@ -140,12 +148,15 @@ def serve(options: AgentOptions) -> None:
         raise StateDirError("the agent did not start; see the log lines above")
 
 
-async def _exit_with_parent(server: _AgentServer, parent_pid: int) -> None:
+def _parent_watch(server: _AgentServer, parent_pid: int) -> Callable[[], None]:
     """An agent the desktop app started must not outlive it, even if the app crashes."""
-    while pid_alive(parent_pid):
-        await asyncio.sleep(PARENT_POLL_S)
-    log.info("parent process %d is gone; stopping", parent_pid)
-    server.request_exit()
+
+    def check() -> None:
+        if not server.should_exit and not pid_alive(parent_pid):
+            log.info("parent process %d is gone; stopping", parent_pid)
+            server.request_exit()
+
+    return check
 
 
 def _publish_endpoint(runtime: AgentRuntime, port: int) -> None:

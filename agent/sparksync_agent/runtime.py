@@ -42,13 +42,19 @@ class AgentRuntime:
         self.sampler = Sampler(collectors, options.sample_hz)
         self.stream_clients = 0
         self.advertiser = None  # an advertise.Advertiser while mDNS is on
+        self.supervisor = None  # a supervisor.supervisor.Supervisor; the daemon sets it
+        self.engines = None  # an engines.detect.EngineDetector; the daemon sets it
         # Set when the agent is asked to stop, so long-lived streams end at once
         # instead of holding the shutdown up.
         self.stopping = asyncio.Event()
 
     def snapshot(self) -> Snapshot:
         return Snapshot(
-            info=self.info, run_id=self.run_id, sample_hz=self.options.sample_hz, latest=self.sampler.latest
+            info=self.info,
+            run_id=self.run_id,
+            sample_hz=self.options.sample_hz,
+            latest=self.sampler.latest,
+            engines=self.engines.report if self.engines is not None else None,
         )
 
     def status(self) -> AgentStatus:

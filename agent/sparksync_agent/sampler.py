@@ -3,6 +3,14 @@
 Samples are taken on deadlines derived from a monotonic clock, not by
 sleeping a fixed period after each sample, so the rate does not drift with
 the time each collection takes.
+
+At 10 Hz each wake-up is most of what the agent costs (on a VM every one
+starts with cold caches), so a tick does all its work in one event-loop
+callback: the timer fires, the sample is collected and encoded once, and the
+waiting streams are woken in the same pass, with no task or event in between.
+Housekeeping that needs a clock of about a second (the HTTP Date header, the
+parent-process watch) rides on the same tick rather than waking the agent
+on timers of its own.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from sparksync_agent.collectors import CollectorSet
 from sparksync_agent.protocol import Sample
@@ -29,42 +38,92 @@ class Sampler:
         self.collectors = collectors
         self.sample_hz = sample_hz
         self.ring = SampleRing(ring_capacity(sample_hz))
-        self.latest: Sample | None = None
-        self._new_sample = asyncio.Event()
+        self._latest_json = b""
+        self._latest: Sample | None = None  # decoded on demand: most samples are only streamed
+        self._waiters: list[asyncio.Future[bool]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._deadline = 0.0
+        self._second_hooks: list[Callable[[], None]] = []
+        self._hooks_at = 0.0
 
-    def take_sample(self) -> Sample:
+    @property
+    def latest(self) -> Sample | None:
+        """The newest sample as a model (snapshots, /metrics, mDNS); None before the first."""
+        if self._latest is None and self._latest_json:
+            self._latest = Sample.model_validate_json(self._latest_json)
+        return self._latest
+
+    def take_sample(self) -> None:
         """Collect, encode and store one sample; wakes every waiting stream."""
-        values = self.collectors.collect(time.monotonic())
-        sample = Sample(seq=self.ring.last_seq + 1, ts=time.time(), **values)
-        self.ring.append(sample.seq, sample.model_dump_json(exclude_none=True).encode())
-        self.latest = sample
+        seq = self.ring.last_seq + 1
+        members = self.collectors.collect_json(time.monotonic())
+        encoded = b'{"seq":%d,"ts":%r%s}' % (seq, time.time(), b"".join(b"," + m for m in members))
+        self.ring.append(seq, encoded)
+        self._latest_json, self._latest = encoded, None
         self.wake()
-        return sample
 
     def wake(self) -> None:
         """Wake every waiting stream (on a new sample, or so they see a shutdown)."""
-        # Swap the event: waiters hold the old one, which is set exactly once.
-        event, self._new_sample = self._new_sample, asyncio.Event()
-        event.set()
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():  # a stream whose client left is cancelled already
+                waiter.set_result(True)
 
     async def wait_for_sample(self, timeout: float) -> bool:
         """Wait until the next sample lands; False on timeout."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(waiter)
+        expiry = loop.call_later(timeout, _expire, waiter)
         try:
-            await asyncio.wait_for(self._new_sample.wait(), timeout)
-        except asyncio.TimeoutError:
-            return False
-        return True
+            return await waiter
+        finally:
+            expiry.cancel()
+
+    def every_second(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` from the sampling tick about once a second."""
+        self._second_hooks.append(hook)
 
     async def run(self) -> None:
-        """Sample forever on the clock; the caller takes the first sample itself."""
+        """Sample on the clock until cancelled; the caller takes the first sample itself."""
+        self._deadline = time.monotonic()
+        self._arm(asyncio.get_running_loop())
+        try:
+            await asyncio.get_running_loop().create_future()  # the timer does the work
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
         period = 1.0 / self.sample_hz
-        deadline = time.monotonic()
-        while True:
-            deadline += period
-            delay = deadline - time.monotonic()
-            if delay < 0:
-                # Fell behind (suspend, overload): skip missed ticks instead of bursting.
-                deadline += (int(-delay / period) + 1) * period
-                delay = deadline - time.monotonic()
-            await asyncio.sleep(delay)
+        self._deadline += period
+        delay = self._deadline - time.monotonic()
+        if delay < 0:
+            # Fell behind (suspend, overload): skip missed ticks instead of bursting.
+            self._deadline += (int(-delay / period) + 1) * period
+            delay = self._deadline - time.monotonic()
+        self._timer = loop.call_later(delay, self._tick, loop)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._arm(loop)  # first, so a failing sample cannot stop the clock
+        try:
             self.take_sample()
+        except Exception:
+            log.exception("taking a sample failed; the next tick tries again")
+        # Half a period of slack: at 1 Hz every tick counts, whatever the jitter.
+        if self._second_hooks and self._deadline - self._hooks_at >= 1.0 - 0.5 / self.sample_hz:
+            self._hooks_at = self._deadline
+            self._run_hooks()
+
+    def _run_hooks(self) -> None:
+        for hook in self._second_hooks:
+            try:
+                hook()
+            except Exception:
+                log.exception("a once-a-second task of the sampler failed")
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from typing import Annotated
 
 import pytest
 from hypothesis import given, settings
@@ -24,8 +25,17 @@ st.register_type_strategy(float, st.floats(allow_nan=False, allow_infinity=False
 def _fields_strategy(model: type[BaseModel]) -> st.SearchStrategy:
     # Draw every field from its annotation, defaults included, so optional and
     # nested parts are exercised too (hypothesis cannot see pydantic's factories).
-    fields = {name: st.from_type(f.annotation) for name, f in model.model_fields.items()}
+    fields = {name: _field_strategy(f.annotation, f.metadata) for name, f in model.model_fields.items()}
     return st.fixed_dictionaries(fields).flatmap(lambda values: st.just(_build(model, values)))
+
+
+def _field_strategy(annotation, metadata: list) -> st.SearchStrategy:
+    # A nested model directly in a field goes through this strategy too, so one
+    # whose validators refuse a draw (a probe without its port) is skipped, not raised.
+    if isinstance(annotation, type) and issubclass(annotation, protocol.WireModel):
+        return st.deferred(lambda: _fields_strategy(annotation).filter(lambda x: x is not None))
+    # Field bounds (ge=1, gt=0...) travel as annotated-types metadata, which hypothesis honours.
+    return st.from_type(Annotated[(annotation, *metadata)] if metadata else annotation)
 
 
 def _build(model: type[BaseModel], values: dict):

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI
 
-from sparksync_agent.api import metrics, routes, stream
+from sparksync_agent.api import engines, metrics, routes, stream, workloads
 from sparksync_agent.api.auth import BearerTokenMiddleware
 from sparksync_agent.api.errors import install_error_handlers
 from sparksync_agent.protocol import AGENT_VERSION, PROTOCOL_VERSION
@@ -28,6 +28,8 @@ def create_app(runtime: AgentRuntime, token: str, on_start: Hook | None = None, 
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         runtime.sampler.take_sample()  # so the first snapshot and the mDNS TXT have data
         sampler_task = asyncio.create_task(runtime.sampler.run(), name="sampler")
+        if runtime.supervisor is not None:
+            await runtime.supervisor.start()  # re-attach to ranks that outlived the last agent
         try:
             if on_start:
                 await on_start(runtime)
@@ -37,6 +39,8 @@ def create_app(runtime: AgentRuntime, token: str, on_start: Hook | None = None, 
             sampler_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sampler_task
+            if runtime.supervisor is not None:
+                await runtime.supervisor.close()  # the ranks keep running
             if on_stop:
                 await on_stop(runtime)
 
@@ -50,7 +54,7 @@ def create_app(runtime: AgentRuntime, token: str, on_start: Hook | None = None, 
     app.state.runtime = runtime
     app.state.metrics_registry = metrics.make_registry(runtime)
     install_error_handlers(app)
-    for module in (routes, stream, metrics):
+    for module in (routes, stream, metrics, workloads, engines):
         app.include_router(module.router)
     public = frozenset({"/metrics"}) if runtime.options.metrics_public else frozenset()
     app.add_middleware(BearerTokenMiddleware, token=token, public_paths=public)

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from sparksync_agent.api.workload_metrics import workload_metrics
 from sparksync_agent.protocol import GpuSample, Reading, ReadingStatus, Sample
 from sparksync_agent.runtime import AgentRuntime
 
@@ -50,6 +51,7 @@ class SampleCollector:
         yield from _net(sample)
         yield from _rdma(sample)
         yield from _gpu(sample)
+        yield from workload_metrics(sample)
 
     def _agent(self) -> Iterator[Metric]:
         info = _gauge("agent_info", "Agent identity", ["version", "protocol", "node_id", "hostname"])

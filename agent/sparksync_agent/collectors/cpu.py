@@ -29,12 +29,13 @@ def parse_cpu_times(data: bytes) -> dict[bytes, tuple[int, int]]:
     Offline cores have no line, so they are simply absent.
     """
     times: dict[bytes, tuple[int, int]] = {}
-    for line in data.split(b"\n"):
+    cut = data.find(b"\nintr ")  # no need to copy out the long interrupt lines below
+    for line in (data[:cut] if cut >= 0 else data).split(b"\n"):
         if not line.startswith(b"cpu"):
             break  # the cpu lines come first
-        name, *fields = line.split()
-        ticks = [int(f) for f in fields[:_COUNTED_FIELDS]]
-        times[name] = (sum(ticks), ticks[3] + ticks[4])
+        fields = line.split(None, _COUNTED_FIELDS + 1)
+        ticks = list(map(int, fields[1 : _COUNTED_FIELDS + 1]))
+        times[fields[0]] = (sum(ticks), ticks[3] + ticks[4])
     return times
 
 
@@ -58,26 +59,32 @@ class CpuCollector(Collector):
         self._stat = KernelFile(str(proc_root / "stat"))
         self._loadavg = KernelFile(str(proc_root / "loadavg"))
         self._previous: dict[bytes, tuple[int, int]] = {}
-        self._load: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        self._load_json = b"[0.0,0.0,0.0]"
         self._load_at: float | None = None
 
     def sample(self, now: float) -> CpuSample:
+        return CpuSample.model_validate_json(self.encode(now))
+
+    def encode(self, now: float) -> bytes:
+        """CpuSample's JSON, written by hand on the sampling path (sample() checks it)."""
         times = parse_cpu_times(self._stat.read())
         if b"cpu" not in times:
             raise ValueError(f"{self._stat.path} has no 'cpu' line; CPU telemetry cannot run here")
         previous, self._previous = self._previous, times
-        percents = {name: busy_percent(previous.get(name, (0, 0)), t) for name, t in times.items()}
-        total = percents.pop(b"cpu")
-        return CpuSample(
-            percent=total,
-            per_core=list(percents.values()),
-            load_avg=self._load_avg(now),
+        total = busy_percent(previous.get(b"cpu", (0, 0)), times[b"cpu"])
+        per_core = [
+            b"%r" % busy_percent(previous.get(name, (0, 0)), t) for name, t in times.items() if name != b"cpu"
+        ]
+        return b'{"percent":%r,"per_core":[%s],"load_avg":%s}' % (
+            total,
+            b",".join(per_core),
+            self._load_avg(now),
         )
 
-    def _load_avg(self, now: float) -> tuple[float, float, float]:
+    def _load_avg(self, now: float) -> bytes:
         if self._load_at is None or now - self._load_at >= LOADAVG_REFRESH_S:
-            self._load, self._load_at = parse_loadavg(self._loadavg.read()), now
-        return self._load
+            self._load_json, self._load_at = b"[%r,%r,%r]" % parse_loadavg(self._loadavg.read()), now
+        return self._load_json
 
     def close(self) -> None:
         self._stat.close()

@@ -14,7 +14,7 @@ from sparksync_agent.collectors.rdma import RdmaCollector
 
 
 def default_collectors(
-    proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys"), nvml: Any = None
+    proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys"), nvml: Any = None, workloads: Any = None
 ) -> list[Collector]:
     """Memory, CPU, network and RDMA, plus GPU where NVML works (``nvml`` None: import pynvml)."""
     collectors: list[Collector] = [
@@ -26,4 +26,8 @@ def default_collectors(
     gpu = make_gpu_collector(nvml)
     if gpu is not None:
         collectors.append(gpu)
+    if workloads is not None:  # a supervisor.figures.FiguresBoard: tokens/s of running ranks
+        from sparksync_agent.collectors.workloads import WorkloadsCollector
+
+        collectors.append(WorkloadsCollector(workloads))
     return collectors

@@ -193,5 +193,5 @@ def _collector_or_none(nvml: Any) -> GpuCollector | None:
 def _shutdown_quietly(nvml: Any) -> None:
     try:
         nvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.debug("nvmlShutdown failed", exc_info=True)

@@ -14,6 +14,8 @@ negative and never a 2**64-sized spike.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import logging
 import re
 import socket
@@ -21,8 +23,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import TypeAdapter
+
 from sparksync_agent.collectors import Collector
-from sparksync_agent.collectors.counters import counter_delta, rate
 from sparksync_agent.collectors.sysfs import KernelFile, read_attr, read_int_attr
 from sparksync_agent.protocol import InterfaceKind, NetInterfaceSample
 
@@ -39,9 +42,17 @@ _MANAGEMENT_PREFIXES = ("eth", "en", "wl", "ww")
 _IFF_UP = 0x1
 
 # /proc/net/dev columns after "name:": rx bytes packets errs drop fifo frame compressed multicast,
-# then tx bytes packets errs drop fifo colls carrier compressed.
+# then tx bytes packets errs drop fifo colls carrier compressed. parse_net_dev keeps eight of them.
 _RX_BYTES, _RX_PACKETS, _RX_ERRS, _RX_DROP = 0, 1, 2, 3
 _TX_BYTES, _TX_PACKETS, _TX_ERRS, _TX_DROP = 8, 9, 10, 11
+
+# The per-sample half of NetInterfaceSample's JSON, written by hand on the sampling
+# path (sample() checks the result against the model); the link half is cached.
+_COUNTERS_JSON = (
+    b',"rx_bytes_per_s":%r,"tx_bytes_per_s":%r,"rx_packets_per_s":%r,"tx_packets_per_s":%r,'
+    b'"rx_errors":%d,"rx_drops":%d,"tx_errors":%d,"tx_drops":%d}'
+)
+_INTERFACES = TypeAdapter(list[NetInterfaceSample])
 
 
 def classify_interface(name: str, sys_root: Path = Path("/sys")) -> InterfaceKind:
@@ -60,25 +71,58 @@ def classify_interface(name: str, sys_root: Path = Path("/sys")) -> InterfaceKin
     return InterfaceKind.other
 
 
-def parse_net_dev(data: bytes) -> dict[str, list[int]]:
-    """Interface name -> its 16 counters, in /proc/net/dev order."""
-    counters: dict[str, list[int]] = {}
+def parse_net_dev(data: bytes) -> dict[bytes, tuple[int, ...]]:
+    """Interface name -> the counters SparkSync uses, in ``Counters`` order."""
+    counters: dict[bytes, tuple[int, ...]] = {}
     for line in data.split(b"\n")[2:]:
         name, sep, rest = line.partition(b":")
         if sep:
-            counters[name.strip().decode()] = [int(v) for v in rest.split()]
+            v = rest.split()
+            counters[name.strip()] = (
+                int(v[_RX_BYTES]), int(v[_RX_PACKETS]), int(v[_RX_ERRS]), int(v[_RX_DROP]),
+                int(v[_TX_BYTES]), int(v[_TX_PACKETS]), int(v[_TX_ERRS]), int(v[_TX_DROP]),
+            )  # fmt: skip
     return counters
 
 
+def rates_per_s(old: tuple[int, ...], new: tuple[int, ...], dt: float) -> tuple[float, float, float, float]:
+    """rx bytes, tx bytes, rx packets, tx packets per second (see counter_delta: a counter
+    that went backwards was reset). Written out rather than looped: it runs per interface
+    at every sample."""
+    if dt <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    rxb, rxp, txb, txp = new[0], new[1], new[4], new[5]
+    return (
+        (rxb - old[0] if rxb >= old[0] else rxb) / dt,
+        (txb - old[4] if txb >= old[4] else txb) / dt,
+        (rxp - old[1] if rxp >= old[1] else rxp) / dt,
+        (txp - old[5] if txp >= old[5] else txp) / dt,
+    )
+
+
 def psutil_addresses() -> dict[str, list[str]]:
-    """IPv4 and IPv6 addresses per interface (no MAC addresses)."""
+    """IPv4 and IPv6 addresses per interface as 'address/prefix' (no MAC addresses)."""
     import psutil  # imported here: tests inject their own source
 
     wanted = (socket.AF_INET, socket.AF_INET6)
     return {
-        name: [a.address for a in addrs if a.family in wanted]
+        name: [_with_prefix(a.address, a.netmask) for a in addrs if a.family in wanted]
         for name, addrs in psutil.net_if_addrs().items()
     }
+
+
+def _with_prefix(address: str, netmask: str | None) -> str:
+    if not netmask:
+        return address
+    try:
+        prefix = ipaddress.ip_network(f"0.0.0.0/{netmask}").prefixlen if "." in netmask else _v6_prefix(netmask)
+    except ValueError:
+        return address
+    return f"{address}/{prefix}"
+
+
+def _v6_prefix(netmask: str) -> int:
+    return int(ipaddress.IPv6Address(netmask)).bit_count()
 
 
 def is_link_up(operstate: str | None, flags: int | None) -> bool:
@@ -92,11 +136,22 @@ def is_link_up(operstate: str | None, flags: int | None) -> bool:
 
 @dataclass
 class _Link:
+    """What an interface is and how it is set up: read every few seconds, not per sample."""
+
+    name: str
     kind: InterfaceKind
     is_up: bool
     speed_mbps: int | None
     mtu: int | None
-    addresses: list[str] = field(default_factory=list)
+    addresses: list[str] = field(default_factory=list)  # as the source gives them: 'ip' or 'ip/prefix'
+    json_head: bytes = field(init=False, repr=False)  # b'{"name":...,"addresses":[...]': all but the counters
+
+    def __post_init__(self) -> None:
+        plain = [a.split("/", 1)[0] for a in self.addresses]
+        networks = [a for a in self.addresses if "/" in a]
+        head = {"name": self.name, "kind": self.kind.value, "is_up": self.is_up, "speed_mbps": self.speed_mbps,
+                "mtu": self.mtu, "addresses": plain, "networks": networks}  # fmt: skip
+        self.json_head = json.dumps(head, separators=(",", ":"), ensure_ascii=False).encode()[:-1]
 
 
 class NetworkCollector(Collector):
@@ -114,69 +169,54 @@ class NetworkCollector(Collector):
         self._sys_root = sys_root
         self._addresses = addresses or psutil_addresses
         self._link_refresh_s = link_refresh_s
-        self._links: dict[str, _Link] = {}
+        self._links: dict[bytes, _Link] = {}
         self._links_at: float | None = None
-        self._previous: dict[str, tuple[float, list[int]]] = {}
+        self._previous: dict[bytes, tuple[int, ...]] = {}
+        self._previous_at = 0.0
 
     def sample(self, now: float) -> list[NetInterfaceSample]:
+        return _INTERFACES.validate_json(self.encode(now))
+
+    def encode(self, now: float) -> bytes:
         counters = parse_net_dev(self._dev.read())
         if self._links_stale(now, counters):
             self._refresh_links(now, counters)
-        samples = [self._interface_sample(name, values, now) for name, values in counters.items()]
-        self._previous = {name: (now, values) for name, values in counters.items()}
-        return samples
+        previous, self._previous = self._previous, counters
+        dt, self._previous_at = now - self._previous_at, now
+        links, encoded = self._links, []
+        for name, values in counters.items():
+            old = previous.get(name)
+            # A new interface (or the first sample) has no rate yet: 0, not a since-boot figure.
+            rates = rates_per_s(old, values, dt) if old is not None else (0.0, 0.0, 0.0, 0.0)
+            encoded.append(links[name].json_head + _COUNTERS_JSON % (*rates, *values[2:4], *values[6:8]))
+        return b"[%s]" % b",".join(encoded)
 
     def close(self) -> None:
         self._dev.close()
 
-    def _links_stale(self, now: float, counters: dict[str, list[int]]) -> bool:
+    def _links_stale(self, now: float, counters: dict[bytes, tuple[int, ...]]) -> bool:
         if self._links_at is None or now - self._links_at >= self._link_refresh_s:
             return True
         return any(name not in self._links for name in counters)
 
-    def _refresh_links(self, now: float, counters: dict[str, list[int]]) -> None:
+    def _refresh_links(self, now: float, counters: dict[bytes, tuple[int, ...]]) -> None:
         try:
             addresses = self._addresses()
-        except Exception:  # noqa: BLE001 - addresses are a nicety; counters must keep flowing
+        except Exception:
             log.debug("reading interface addresses failed", exc_info=True)
             addresses = {}
-        self._links = {name: self._read_link(name, addresses.get(name, [])) for name in counters}
+        names = {raw: raw.decode("utf-8", "replace") for raw in counters}
+        self._links = {raw: self._read_link(name, addresses.get(name, [])) for raw, name in names.items()}
         self._links_at = now
 
     def _read_link(self, name: str, addresses: list[str]) -> _Link:
         base = str(self._sys_root / "class" / "net" / name)
         speed = read_int_attr(base + "/speed")
         return _Link(
+            name,
             kind=classify_interface(name, self._sys_root),
             is_up=is_link_up(read_attr(base + "/operstate"), read_int_attr(base + "/flags")),
             speed_mbps=speed if speed is not None and speed > 0 else None,
             mtu=read_int_attr(base + "/mtu"),
             addresses=list(addresses),
-        )
-
-    def _interface_sample(self, name: str, values: list[int], now: float) -> NetInterfaceSample:
-        link = self._links[name]
-        before, old = self._previous.get(name, (now, values))
-        dt = now - before
-
-        def per_s(i: int) -> float:
-            return rate(counter_delta(old[i], values[i]), dt)
-
-        # Every value is already typed by our own parsing; skip re-validating ~15 fields
-        # per interface at every sample.
-        return NetInterfaceSample.model_construct(
-            name=name,
-            kind=link.kind,
-            is_up=link.is_up,
-            speed_mbps=link.speed_mbps,
-            mtu=link.mtu,
-            addresses=link.addresses,
-            rx_bytes_per_s=per_s(_RX_BYTES),
-            tx_bytes_per_s=per_s(_TX_BYTES),
-            rx_packets_per_s=per_s(_RX_PACKETS),
-            tx_packets_per_s=per_s(_TX_PACKETS),
-            rx_errors=values[_RX_ERRS],
-            tx_errors=values[_TX_ERRS],
-            rx_drops=values[_RX_DROP],
-            tx_drops=values[_TX_DROP],
         )

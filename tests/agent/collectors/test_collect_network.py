@@ -172,3 +172,30 @@ def test_interface_kind(tree, name, in_virtual_sysfs, kind):
     if in_virtual_sysfs:
         (tree.sys / "devices" / "virtual" / "net" / name).mkdir(parents=True)
     assert classify_interface(name, tree.sys) == kind
+
+
+def test_an_idle_interface_reads_zero_until_its_counters_move_again(tree, collector):
+    tree.net_dev({"enp1s0f0np0": {"rx_bytes": 1_000, "tx_errs": 4}})
+    collector.sample(0.0)
+    for now in (1.0, 2.0, 3.0):  # unchanged counters: the idle answer is reused, and must stay right
+        idle = by_name(collector.sample(now))["enp1s0f0np0"]
+        assert (idle.rx_bytes_per_s, idle.tx_errors, idle.mtu) == (0.0, 4, 9000)
+    tree.net_dev({"enp1s0f0np0": {"rx_bytes": 3_000, "tx_errs": 5}})
+    busy = by_name(collector.sample(4.0))["enp1s0f0np0"]
+    assert (busy.rx_bytes_per_s, busy.tx_errors) == (2_000.0, 5)  # over the last second, not since idle
+
+
+def test_addresses_keep_their_prefix_in_networks(tree):
+    # The topology view needs the subnet to tell a point-to-point cable from a switch.
+    tree.interface("enp1s0f0np0", speed="200000", mtu=9000)
+    tree.net_dev({"enp1s0f0np0": {"rx_bytes": 1}})
+    source = Addresses({"enp1s0f0np0": ["10.0.0.1/30", "fe80::1%enp1s0f0np0/64"]})
+    [fabric] = NetworkCollector(tree.proc, tree.sys, addresses=source).sample(0.0)
+    assert fabric.addresses == ["10.0.0.1", "fe80::1%enp1s0f0np0"]
+    assert fabric.networks == ["10.0.0.1/30", "fe80::1%enp1s0f0np0/64"]
+
+
+def test_psutil_addresses_carry_the_prefix_length():
+    from sparksync_agent.collectors.network import psutil_addresses
+
+    assert "127.0.0.1/8" in psutil_addresses()["lo"]
