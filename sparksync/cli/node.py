@@ -11,28 +11,33 @@
 ``latest`` holding a sample; for a node that could not be read ``snapshot``
 is null and ``error`` says why (the same line also goes to stderr and the
 command exits non-zero).
+
+With paired nodes it shows those instead, asked in parallel through SSH
+tunnels, each entry adding the node's ``state`` (online, offline, degraded),
+``cause``, ``reason``, ``since`` and ``last_seen`` (see ``fleet_status``).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime
 from typing import Any
 
 import click
-
-from sparksync.cli.discover import discover
-from sparksync.core.agent_client import AgentClient
-from sparksync.core.errors import SparkSyncError
-from sparksync.core.nodes import NodeHandle, known_nodes
 from sparksync_agent.protocol import Reading, Sample, Snapshot
 
+from sparksync.cli.discover import discover
+from sparksync.cli.fleet_status import report_json, reports_table
+from sparksync.core.errors import SparkSyncError
+from sparksync.core.fleet.first_sample import NoSampleError, wait_first_sample  # noqa: F401 (used by plan)
+from sparksync.core.fleet.fleet import NodeReport
+from sparksync.core.fleet.problems import DEGRADED_EXIT, OFFLINE_EXIT
+from sparksync.core.fleet.remote_node import default_fleet
+from sparksync.core.fleet.state import NodeState
+from sparksync.core.nodes import LocalNode, NodeHandle
+from sparksync.core.registry import Registry
+
 FIRST_SAMPLE_TIMEOUT_S = 20.0
-
-
-class NoSampleError(SparkSyncError):
-    exit_code = 7
 
 
 @click.group()
@@ -44,27 +49,35 @@ node.add_command(discover)
 
 
 @node.command("status")
+@click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (shape below).")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0.1),
     default=FIRST_SAMPLE_TIMEOUT_S,
     show_default=True,
-    help="Seconds to wait for each node's first sample.",
+    help="Seconds to wait for each node (and its first sample).",
 )
 @click.pass_context
-def status(ctx: click.Context, as_json: bool, timeout: float) -> None:
-    """Show each node's info and its latest telemetry sample.
+def status(ctx: click.Context, names: tuple[str, ...], as_json: bool, timeout: float) -> None:
+    """Show each node's state and its latest telemetry sample.
 
     \b
+    With no paired node it shows this computer; otherwise every paired node
+    (or the NAMEs given), all asked at once through SSH tunnels.
     With --json it prints one document:
       {"nodes": [{"name": "this computer", "source": "local", "error": null,
                   "snapshot": {"info": {...}, "run_id": "...", "sample_hz": 1.0,
                                "latest": {...}}}]}
     "snapshot" is the agent's Snapshot (docs/protocol.md); it is null when
-    the node could not be read, and "error" then says why.
+    the node could not be read, and "error" then says why. Paired nodes
+    (source "ssh") add "state" (online, offline, degraded), "cause",
+    "reason", "since" and "last_seen".
     """
-    reports = [_report(handle, timeout) for handle in known_nodes()]
+    if names or len(Registry()):
+        _paired_status(ctx, list(names), as_json, timeout)
+        return
+    reports = [_report(LocalNode(), timeout)]
     if as_json:
         click.echo(json.dumps({"nodes": [_as_dict(r) for r in reports]}, indent=2))
     else:
@@ -88,19 +101,24 @@ def _report(handle: NodeHandle, timeout: float) -> dict[str, Any]:
     return report
 
 
-def wait_first_sample(client: AgentClient, timeout: float) -> Snapshot:
-    """The node's snapshot once it holds a sample (a fresh agent may have none yet)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        snapshot = client.snapshot()
-        if snapshot.latest is not None:
-            return snapshot
-        if time.monotonic() > deadline:
-            raise NoSampleError(
-                f"the agent at {client.base_url} took no sample within {timeout:g} s. "
-                "Check its collectors with the agent's status, or raise --timeout."
-            )
-        time.sleep(min(0.1, 1.0 / max(snapshot.sample_hz, 1.0)))
+def _paired_status(ctx: click.Context, names: list[str], as_json: bool, timeout: float) -> None:
+    with default_fleet() as fleet:
+        reports = fleet.check_all(names or None, with_snapshot=True, timeout=timeout)
+    if as_json:
+        click.echo(json.dumps({"nodes": [report_json(r) for r in reports]}, indent=2))
+    elif reports:
+        click.echo(reports_table(reports))
+    for report in reports:
+        if not report.ok:
+            level = "error" if report.snapshot is None else "warning"
+            click.echo(f"sparksync: {level}: {report.node.name}: {report.status.reason}", err=True)
+    unread = [r for r in reports if r.snapshot is None]
+    if unread:
+        ctx.exit(_exit_code(unread[0]))
+
+
+def _exit_code(report: NodeReport) -> int:
+    return OFFLINE_EXIT if report.status.state is NodeState.OFFLINE else DEGRADED_EXIT
 
 
 def _as_dict(report: dict[str, Any]) -> dict[str, Any]:

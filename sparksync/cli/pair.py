@@ -10,7 +10,11 @@ password and ``--accept-host-key SHA256:...`` the fingerprint to trust
     {"nodes": [{"name": "spark-1a2b", "host": "10.0.0.5", "addresses": [...], "port": 22,
                 "user": "nvidia", "host_key": {"key_type": ..., "key_base64": ..., "fingerprint": ...},
                 "added_at": "...", "node_id": null, "fabric": [], "agent_version": null,
-                "state": "paired", "reason": null}]}
+                "state": "online", "cause": null, "reason": null, "since": "...",
+                "last_seen": "...", "checked_at": "..."}]}
+
+``state`` is the last one known (``paired`` until a check reached the node);
+``--check`` reaches every node first.
 """
 
 from __future__ import annotations
@@ -19,11 +23,17 @@ import getpass
 import json
 import re
 import sys
+from datetime import datetime
 from typing import Any
 
 import click
 
+from sparksync.cli.fleet_status import list_table, status_json
 from sparksync.core.client_key import KEY_FILE, ClientKey
+from sparksync.core.fleet.fleet import last_seen_text
+from sparksync.core.fleet.remote_node import default_fleet
+from sparksync.core.fleet.state import NodeState, NodeStatus
+from sparksync.core.fleet.store import NodeStateStore
 from sparksync.core.paths import config_dir
 from sparksync.core.registry import PairedNode, Registry
 from sparksync.core.secrets import SecretStore
@@ -169,16 +179,22 @@ def _pair_json(result: PairResult) -> dict[str, Any]:
 @click.option(
     "--forget", is_flag=True, help="Only drop the node here, without reaching it (our key stays there)."
 )
+@click.option(
+    "--uninstall", is_flag=True, help="Also stop the agent on the node and remove its files first."
+)
 @_node_timeout
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def unpair(name: str, forget: bool, timeout: float, as_json: bool) -> None:
+def unpair(name: str, forget: bool, uninstall: bool, timeout: float, as_json: bool) -> None:
     """Remove this computer's key from node NAME and drop it from the cluster."""
     result = unpair_node(
         name,
         client_key=lambda: ClientKey.load_or_create(SecretStore()),
         forget=forget,
         settings=SshSettings(connect_timeout_s=timeout),
+        uninstall=uninstall,
     )
+    if result.agent_removed:
+        click.echo(f"agent uninstalled from {name}: {result.agent_removed}", err=True)
     for warning in result.warnings:
         click.echo(f"sparksync: warning: {warning}", err=True)
     click.echo(json.dumps(_unpair_json(result), indent=2) if as_json else _unpair_line(result))
@@ -203,6 +219,7 @@ def _unpair_json(result: UnpairResult) -> dict[str, Any]:
         "forgotten_only": result.forgotten_only,
         "secrets_removed": result.secrets_removed,
         "warnings": result.warnings,
+        "agent_removed": result.agent_removed,
     }
 
 
@@ -211,24 +228,42 @@ def _unpair_json(result: UnpairResult) -> dict[str, Any]:
 
 @click.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (shape: see the module docs).")
-def list_nodes(as_json: bool) -> None:
-    """List the paired nodes."""
+@click.option(
+    "--check", is_flag=True, help="Reach every node now (in parallel) instead of showing the last known state."
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=20.0,
+    show_default=True,
+    help="With --check: seconds to wait for each node.",
+)
+def list_nodes(as_json: bool, check: bool, timeout: float) -> None:
+    """List the paired nodes with their state (the last one known, or checked now with --check)."""
     nodes = Registry().list()
+    if check and nodes:
+        with default_fleet() as fleet:
+            fleet.check_all(timeout=timeout)  # saves each node's state, read back below
+    known = NodeStateStore().statuses(nodes)
     if as_json:
-        click.echo(json.dumps({"nodes": [_node_json(node) for node in nodes]}, indent=2))
+        click.echo(json.dumps({"nodes": [_node_json(node, *known[node.name]) for node in nodes]}, indent=2))
     elif not nodes:
         click.echo("No paired nodes. Pair one with `sparksync node pair HOST`.", err=True)
     else:
-        click.echo(_table(nodes))
+        click.echo(_table(nodes, known))
 
 
-def _node_json(node: PairedNode) -> dict[str, Any]:
-    # Nothing here checks the link; a later status check fills in other states.
-    return {**node.model_dump(mode="json"), "state": "paired", "reason": None}
+def _node_json(
+    node: PairedNode, status: NodeStatus | None = None, checked_at: datetime | None = None
+) -> dict[str, Any]:
+    # "paired" until a check (status, --check, the app) has reached the node.
+    status = status or NodeStatus(name=node.name, state=NodeState.PAIRED, since=node.added_at)
+    checked = checked_at.isoformat() if checked_at is not None else None
+    return {**node.model_dump(mode="json"), **status_json(status), "checked_at": checked}
 
 
-def _table(nodes: list[PairedNode]) -> str:
-    rows = [("NAME", "ADDRESS", "USER", "HOST KEY", "ADDED")]
+def _table(nodes: list[PairedNode], known: dict[str, tuple[NodeStatus, datetime | None]]) -> str:
+    rows = [("NAME", "ADDRESS", "USER", "HOST KEY", "ADDED", "STATE", "LAST SEEN")]
     rows += [
         (
             n.name,
@@ -236,11 +271,12 @@ def _table(nodes: list[PairedNode]) -> str:
             n.user,
             n.host_key.fingerprint,
             n.added_at.strftime("%Y-%m-%d %H:%M"),
+            known[n.name][0].state.value,
+            last_seen_text(known[n.name][0].last_seen),
         )
         for n in nodes
     ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+    return list_table(rows)
 
 
 @click.command("ssh-config")

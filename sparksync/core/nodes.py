@@ -1,9 +1,9 @@
 """The nodes a command or a window talks to, each with a name and a way to reach its agent.
 
-Today there is one: "this computer", reached through the local agent. Remote
-nodes (reached through SSH tunnels) will implement the same ``NodeHandle``
-shape, so callers loop over ``known_nodes()`` and never care how a node is
-reached.
+With no paired node there is one: "this computer", reached through the local
+agent. Paired nodes, reached through SSH tunnels (``fleet.remote_node``),
+implement the same ``NodeHandle`` shape, so callers loop over
+``known_nodes()`` and never care how a node is reached.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ LOCAL_NODE_NAME = "this computer"
 
 class NodeHandle(Protocol):
     name: str
-    source: str  # how the node is reached: "local" today, "ssh" later
+    source: str  # how the node is reached: "local" or "ssh"
 
     def connect(self, cancel: threading.Event | None = None) -> AbstractContextManager[AgentClient]:
         """A client for the node's agent, valid inside the ``with`` block."""
@@ -51,4 +51,8 @@ class LocalNode:
 
 
 def known_nodes() -> list[NodeHandle]:
-    return [LocalNode()]
+    """The paired nodes (through SSH tunnels); "this computer" alone when none is paired."""
+    # Imported here: callers that only use LocalNode do not load the SSH stack.
+    from sparksync.core.fleet.remote_node import paired_node_handles
+
+    return [*paired_node_handles()] or [LocalNode()]

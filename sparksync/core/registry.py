@@ -144,6 +144,8 @@ class PairedNode(BaseModel):
     node_id: str | None = None
     fabric: list[FabricInterface] = Field(default_factory=list)
     agent_version: str | None = None
+    service_mode: str | None = None  # how deploy keeps the agent running: "systemd-user" or "supervised"
+    deployed_at: datetime | None = None  # when deploy last installed an agent there
 
     @field_validator("name")
     @classmethod

@@ -66,7 +66,7 @@ def test_nodes_survive_a_reload_in_a_private_versioned_file(registry):
     assert data["version"] == REGISTRY_VERSION
     assert set(data["nodes"][0]) == {
         "name", "host", "addresses", "port", "user", "host_key", "added_at", "node_id", "fabric",
-        "agent_version",
+        "agent_version", "service_mode", "deployed_at",
     }  # nothing secret has a place in an entry
 
 

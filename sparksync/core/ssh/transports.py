@@ -223,6 +223,7 @@ class _Link:
     def _offline(self, waited: float | None = None) -> NodeOfflineError:
         status = self._status
         why = status.reason or (f"not connected within {waited:g} s" if waited else "not connected")
+        why = why.rstrip(".")  # some reasons are whole sentences already
         return NodeOfflineError(
             f"Node {self.node.name!r} ({self.node.host}) is offline: {why}. SparkSync keeps reconnecting in "
             f"the background ({status.failures} failed attempts so far); check the node and its network."

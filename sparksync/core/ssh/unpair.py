@@ -38,6 +38,7 @@ class UnpairResult:
     forgotten_only: bool
     secrets_removed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    agent_removed: str | None = None  # with uninstall: what was stopped and removed on the node
 
 
 def unpair_node(
@@ -49,15 +50,25 @@ def unpair_node(
     forget: bool = False,
     dialer: Dialer | None = None,
     settings: SshSettings | None = None,
+    uninstall: bool = False,
 ) -> UnpairResult:
-    """Unpair ``name``. ``client_key`` may be a loader, so ``forget`` never needs the keyring's key."""
+    """Unpair ``name``. ``client_key`` may be a loader, so ``forget`` never needs the keyring's key.
+
+    ``uninstall`` first stops the agent on the node and removes its files (``deploy.uninstall``).
+    """
     registry = registry if registry is not None else Registry()
     node = registry.get(name)
+    if forget and uninstall:
+        raise UnpairError(
+            f"--uninstall needs to reach {name!r}, --forget does not reach it; use one of them. To remove "
+            "the agent by hand: rm -rf ~/.local/share/sparksync-agent ~/.local/state/sparksync-agent"
+        )
     key = None if forget else (client_key() if callable(client_key) else client_key)
+    agent: list[str] = []
     removed = (
         False
         if key is None
-        else _remove_our_key(node, key, dialer or default_dialer, settings or SshSettings())
+        else _remove_our_key(node, key, dialer or default_dialer, settings or SshSettings(), agent if uninstall else None)
     )
     registry.remove(name)
     secrets_removed, warnings = _remove_secrets(node, secrets or SecretStore())
@@ -69,10 +80,12 @@ def unpair_node(
             f"~{node.user}/.ssh/authorized_keys on {node.host}; remove its 'sparksync@' line there by hand."
         )
     log.info("unpaired %s (key removed from node: %s)", name, removed)
-    return UnpairResult(node, removed, forget, secrets_removed, warnings)
+    return UnpairResult(node, removed, forget, secrets_removed, warnings, agent[0] if agent else None)
 
 
-def _remove_our_key(node: PairedNode, key: ClientKey, dialer: Dialer, settings: SshSettings) -> bool:
+def _remove_our_key(
+    node: PairedNode, key: ClientKey, dialer: Dialer, settings: SshSettings, agent: list[str] | None = None
+) -> bool:
     endpoint = Endpoint(node.host, node.port, node.user, node.name)
     try:
         transport = connect_with_key(endpoint, node.host_key, key.pkey, dialer, settings)
@@ -83,6 +96,10 @@ def _remove_our_key(node: PairedNode, key: ClientKey, dialer: Dialer, settings: 
             f"`sparksync node unpair {node.name} --forget` (our key then stays on the node)."
         ) from exc
     try:
+        if agent is not None:  # before our key goes: afterwards we could not come back to retry
+            from sparksync.core.deploy.uninstall import uninstall_agent  # deploy builds on this package
+
+            agent.append(uninstall_agent(transport, node.name).summary)
         return uninstall_key(transport, key.public_line(), endpoint.where)
     finally:
         transport.close()
