@@ -7,10 +7,15 @@ header; it is never logged and never part of an error message.
 
 from __future__ import annotations
 
+import json
 import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TypeVar
 
 import httpx
+from httpx_sse import SSEError, connect_sse
 from pydantic import BaseModel
 
 from sparksync import __version__
@@ -20,10 +25,18 @@ from sparksync.core.telemetry_stream import Backoff, TelemetryStream
 from sparksync_agent.protocol import (
     PROTOCOL_VERSION,
     AgentStatus,
+    EngineReport,
     Hello,
     HelloReply,
+    LogLine,
+    LogPage,
+    RankLaunch,
+    RankStart,
+    RankStatus,
     Snapshot,
     TelemetryPage,
+    WorkloadList,
+    WorkloadStatus,
     protocol_major,
 )
 
@@ -33,6 +46,19 @@ DEFAULT_TIMEOUT = 5.0
 # The agent pings idle streams; this much silence means a dead link, which
 # the stream then treats as a dropped connection and reconnects.
 DEFAULT_STREAM_READ_TIMEOUT = 30.0
+LOG_STREAM_RETRIES = 5
+
+
+@dataclass(frozen=True)
+class LogGap:
+    """The agent no longer held ``lost`` lines after ``since`` (a slow or late reader)."""
+
+    lost: int
+    since: int
+
+
+# A log stream yields lines, gaps, and finally the process's status once it has ended.
+LogItem = LogLine | LogGap | RankStatus
 
 
 class AgentClient:
@@ -108,6 +134,99 @@ class AgentClient:
         with self._lock:
             self._streams.add(stream)
         return stream
+
+    # --- workloads -----------------------------------------------------------
+
+    def start_rank(self, workload_id: str, launch: RankLaunch) -> RankStatus:
+        """Start one rank on this agent's node; returns once its process runs (state 'starting')."""
+        body = RankStart(workload_id=workload_id, launch=launch).model_dump(mode="json")
+        what = f"starting {launch.process_name} of workload {workload_id}"
+        return self._call("POST", "/v1/workloads", RankStatus, what, json=body)
+
+    def workloads(self) -> WorkloadList:
+        return self._call("GET", "/v1/workloads", WorkloadList, "listing workloads")
+
+    def workload(self, workload_id: str) -> WorkloadStatus:
+        return self._call(
+            "GET", f"/v1/workloads/{workload_id}", WorkloadStatus, f"reading workload {workload_id}"
+        )
+
+    def stop_workload(self, workload_id: str, grace_s: float = 10.0) -> WorkloadStatus:
+        """SIGTERM every process of the workload on this node, SIGKILL after ``grace_s``; waits for the end."""
+        # The answer comes once every process has ended: allow the grace plus a margin.
+        timeout = httpx.Timeout(self.timeout, read=grace_s + self.timeout + 10.0)
+        return self._call(
+            "POST", f"/v1/workloads/{workload_id}/stop", WorkloadStatus, f"stopping workload {workload_id}",
+            params={"grace_s": grace_s}, timeout=timeout,
+        )  # fmt: skip
+
+    def forget_workload(self, workload_id: str) -> None:
+        """Drop a finished workload from the agent's list."""
+        self._send("DELETE", f"/v1/workloads/{workload_id}", f"forgetting workload {workload_id}")
+
+    def logs(
+        self, workload_id: str, name: str | None = None, since: int = 0, limit: int | None = None
+    ) -> LogPage:
+        """Log lines with ``seq > since``, oldest first; ``name`` picks the process when there are several."""
+        params = {k: v for k, v in {"name": name, "since": since, "limit": limit}.items() if v is not None}
+        return self._call(
+            "GET",
+            f"/v1/workloads/{workload_id}/logs",
+            LogPage,
+            f"reading logs of {workload_id}",
+            params=params,
+        )
+
+    def log_stream(
+        self, workload_id: str, name: str | None = None, since: int | None = None
+    ) -> Iterator[LogItem]:
+        """Live log lines (``seq > since``; default: only new ones), resuming after a dropped connection.
+
+        Ends after yielding the process's final :class:`RankStatus` once it has ended.
+        """
+        last, failures = since, 0
+        while True:
+            try:
+                for item in self._log_events(workload_id, name, last):
+                    failures = 0
+                    if isinstance(item, LogLine):
+                        last = item.seq
+                    yield item
+                    if isinstance(item, RankStatus):
+                        return
+                return  # the agent ended the stream (it is shutting down)
+            except (httpx.TransportError, SSEError) as exc:
+                failures += 1
+                if failures > LOG_STREAM_RETRIES:
+                    raise unreachable(self.base_url, f"streaming logs of {workload_id}", exc) from exc
+                time.sleep(min(5.0, 0.25 * 2**failures))
+
+    def _log_events(self, workload_id: str, name: str | None, since: int | None) -> Iterator[LogItem]:
+        params = {k: v for k, v in {"name": name, "since": since}.items() if v is not None}
+        path = f"/v1/workloads/{workload_id}/logs/stream"
+        with connect_sse(self._http, "GET", path, params=params, timeout=self.stream_timeout()) as source:
+            check_answer(source.response, self.base_url, f"streaming logs of {workload_id}")
+            for event in source.iter_sse():
+                if event.event == "line":
+                    yield LogLine.model_validate_json(event.data)
+                elif event.event == "lost":
+                    yield LogGap(**json.loads(event.data))
+                elif event.event == "end":
+                    yield RankStatus.model_validate_json(event.data)
+
+    # --- engines -----------------------------------------------------------
+
+    def engines(self, refresh: bool = False) -> EngineReport:
+        """Which engines the node can run, and what the others lack (``refresh``: check again now)."""
+        timeout = httpx.Timeout(self.timeout, read=self.timeout + 60.0)  # detection runs subprocesses
+        return self._call(
+            "GET",
+            "/v1/engines",
+            EngineReport,
+            "detecting engines",
+            params={"refresh": refresh},
+            timeout=timeout,
+        )
 
     # --- lifecycle ---------------------------------------------------------
 

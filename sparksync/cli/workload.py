@@ -1,0 +1,229 @@
+"""``sparksync workload ...``: start a recipe on paired nodes, list, watch, stop and read logs.
+
+    sparksync workload start llamacpp-single --nodes spark-1 --model /models/qwen.gguf
+    sparksync workload start llamacpp-rpc --nodes spark-1,spark-2,spark-3,spark-4 --model /models/big.gguf
+    sparksync workload start torchrun --nodes spark-1,spark-2 --set training.script=/opt/train.py
+    sparksync workload list [--json]
+    sparksync workload logs ID [--rank N] [--follow]
+    sparksync workload watch ID            # stops the rest when one rank fails
+    sparksync workload stop ID
+
+Progress goes to stderr; the result (workload id and ranks) to stdout.
+Ctrl-C while starting stops what was started.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from sparksync_agent.protocol import LogLine, RankStatus
+
+from sparksync.core.agent_client import LogGap
+from sparksync.core.fleet.remote_node import default_fleet
+from sparksync.core.workloads import running
+from sparksync.core.workloads.agents import FleetAgents
+from sparksync.core.workloads.errors import WorkloadError
+from sparksync.core.workloads.fabric_settings import load_fabric_settings
+from sparksync.core.workloads.launch_request import parse_settings, resolve
+from sparksync.core.workloads.orchestrator import Orchestrator, Progress
+from sparksync.core.workloads.workload_store import WorkloadStore
+
+
+@click.group()
+def workload() -> None:
+    """Inference and training workloads on the paired nodes."""
+
+
+@contextmanager
+def _agents() -> Iterator[FleetAgents]:
+    with default_fleet() as fleet:
+        yield FleetAgents(fleet)
+
+
+def _progress(event: Progress) -> None:
+    click.echo(f"{event.event:>8}  {event.message}", err=True)
+
+
+@workload.command("start")
+@click.argument("recipe")
+@click.option("--nodes", help="Comma-separated node names, in rank order (the first is the head).")
+@click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A placement plan (JSON: groups of nodes per recipe) instead of --nodes.")  # fmt: skip
+@click.option("--model", help="The model: for llama.cpp a .gguf path ON the head node.")
+@click.option("--served-name", help="The model name clients ask for.")
+@click.option("--http-port", type=click.IntRange(1, 65535), help="The engine's HTTP port on the head.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Any recipe field, e.g. llamacpp.threads=2 or training.script=/opt/train.py.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the started workload as JSON.")
+def start(recipe: str, nodes: str | None, plan_file: Path | None, model: str | None, served_name: str | None,
+          http_port: int | None, settings: tuple[str, ...], as_json: bool) -> None:  # fmt: skip
+    """Start RECIPE on the nodes: every rank through its node's agent, stage by stage, all or nothing."""
+    overrides: dict[str, Any] = parse_settings(settings)
+    overrides.update({k: v for k, v in {"model": model, "served_name": served_name}.items() if v})
+    if http_port:
+        overrides.setdefault("ports", {})["http"] = http_port
+    names = [n.strip() for n in (nodes or "").split(",") if n.strip()]
+    plan, recipes = resolve(recipe, names, plan_file, overrides)
+    with _agents() as agents:
+        orchestrator = Orchestrator(agents, fabric_settings=load_fabric_settings(), on_progress=_progress)
+        prepared = orchestrator.prepare(plan, recipes)
+        for warning in prepared.warnings:
+            click.echo(f"sparksync: warning: {warning}", err=True)
+        result = orchestrator.start(prepared)
+    _print_view(result, as_json)
+
+
+@workload.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def list_(as_json: bool) -> None:
+    """The workloads started from this computer, as their nodes report them now."""
+    records = WorkloadStore().list()
+    if not records:  # nothing to ask the nodes about
+        click.echo(json.dumps({"workloads": []}) if as_json else "no workloads (start one with "
+                   "`sparksync workload start RECIPE --nodes ...`)")  # fmt: skip
+        return
+    with _agents() as agents:
+        views = [running.view(agents, r) for r in records]
+        rates = [running.tokens(agents, r) for r in records]
+    if as_json:
+        docs = [_view_json(v) | {"decode_tps": t.decode_tps, "prefill_tps": t.prefill_tps}
+                for v, t in zip(views, rates)]  # fmt: skip
+        click.echo(json.dumps({"workloads": docs}, indent=2))
+        return
+    rows = [("ID", "STATE", "NODES", "TOK/S")] + [
+        (v.workload_id, v.state, ",".join(v.record.nodes()), _rate(t.decode_tps))
+        for v, t in zip(views, rates)
+    ]
+    click.echo(_table(rows))
+
+
+@workload.command("stop")
+@click.argument("workload_id")
+@click.option("--grace", type=click.FloatRange(0, 600), default=running.DEFAULT_STOP_GRACE_S, show_default=True,
+              help="Seconds between SIGTERM and SIGKILL.")  # fmt: skip
+@click.option("--keep", is_flag=True, help="Keep it listed (and its logs on the nodes) after stopping.")
+def stop(workload_id: str, grace: float, keep: bool) -> None:
+    """Stop every process of the workload on every node."""
+    store = WorkloadStore()
+    record = store.get(workload_id)
+    with _agents() as agents:
+        failed = running.stop(agents, record, grace)
+        if failed:
+            detail = "; ".join(f"{node}: {error}" for node, error in failed.items())
+            raise WorkloadError(
+                f"workload {workload_id} could not be stopped everywhere ({detail}); try again."
+            )
+        if not keep:
+            running.forget(agents, record)
+    if not keep:
+        store.remove(workload_id)
+    click.echo(f"stopped {workload_id} on {', '.join(record.nodes())}")
+
+
+@workload.command("logs")
+@click.argument("workload_id")
+@click.option("--rank", type=int, help="Only this rank (0 is the head).")
+@click.option("--group", help="Only this group (replica), e.g. llamacpp-rpc-1.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the process ends.")
+@click.option("--lines", "-n", type=click.IntRange(min=1), default=200, show_default=True,
+              help="How many of the last lines to print first.")  # fmt: skip
+def logs(workload_id: str, rank: int | None, group: str | None, follow: bool, lines: int) -> None:
+    """A workload's output, per process (prefixed by its name when there are several)."""
+    record = WorkloadStore().get(workload_id)
+    chosen = running.select_ranks(record, rank, group)
+    if follow and len(chosen) > 1:
+        names = ", ".join(r.name for r in chosen)
+        raise WorkloadError(f"--follow reads one process; pick it with --rank/--group (it has: {names}).")
+    with _agents() as agents:
+        for ref in chosen:
+            page = running.logs(agents, workload_id, ref)
+            prefix = f"[{ref.name}] " if len(chosen) > 1 else ""
+            for line in page.lines[-lines:]:
+                click.echo(prefix + line.text)
+            if follow:
+                _follow(agents, workload_id, ref, page.last_seq)
+
+
+def _follow(agents: FleetAgents, workload_id: str, ref, since: int) -> None:
+    for item in running.follow(agents, workload_id, ref, since):
+        if isinstance(item, LogLine):
+            click.echo(item.text)
+        elif isinstance(item, LogGap):
+            click.echo(f"sparksync: warning: {item.lost} line(s) were no longer held by the agent", err=True)
+        elif isinstance(item, RankStatus):
+            click.echo(
+                f"sparksync: {ref.name} ended: {item.state.value} {item.message or ''}".rstrip(), err=True
+            )
+
+
+@workload.command("watch")
+@click.argument("workload_id")
+@click.option("--interval", type=click.FloatRange(0.1, 60), default=1.0, show_default=True)
+def watch(workload_id: str, interval: float) -> None:
+    """Follow the ranks' states until the workload ends; when one rank fails, stop the others."""
+    record = WorkloadStore().get(workload_id)
+    seen: dict[str, str] = {}
+
+    def on_view(current: running.WorkloadView) -> None:
+        for rank in current.ranks:
+            if seen.get(rank.ref.name) != rank.state:
+                seen[rank.ref.name] = rank.state
+                why = f" ({rank.why()})" if rank.state in ("failed", "lost", "unreachable") else ""
+                click.echo(f"{rank.ref.name} on {rank.ref.node}: {rank.state}{why}")
+
+    with _agents() as agents:
+        final = running.watch(agents, record, threading.Event(), on_view, interval)
+    click.echo(f"workload {workload_id}: {final.state}")
+    if final.state == "failed":
+        raise SystemExit(9)
+
+
+# --- output -----------------------------------------------------------------------------
+
+
+def _view_json(view: running.WorkloadView) -> dict[str, Any]:
+    return {
+        "workload_id": view.workload_id,
+        "state": view.state,
+        "nodes": view.record.nodes(),
+        "recipes": view.record.recipes,
+        "endpoints": [e.model_dump() for e in view.record.endpoints],
+        "ranks": [
+            {
+                **r.ref.model_dump(),
+                "state": r.state,
+                "problem": r.problem,
+                "status": r.status.model_dump(mode="json") if r.status else None,
+            }
+            for r in view.ranks
+        ],
+    }
+
+
+def _print_view(view: running.WorkloadView, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(_view_json(view), indent=2))
+        return
+    click.echo(f"workload {view.workload_id}: {view.state}")
+    rows = [("PROCESS", "NODE", "STATE", "PID")] + [
+        (r.ref.name, r.ref.node, r.state, str(r.status.pid if r.status and r.status.pid else "-"))
+        for r in view.ranks
+    ]
+    click.echo(_table(rows))
+    for endpoint in view.record.endpoints:
+        click.echo(f"{endpoint.group}: http://{endpoint.host}:{endpoint.port} on {endpoint.node}")
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)

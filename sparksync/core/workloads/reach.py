@@ -1,0 +1,98 @@
+"""Reaching a running workload's HTTP API from here: through an SSH tunnel, or at the node's address.
+
+Engines listen on the head's loopback by default (``recipe.http_host``), so
+the client reaches them through a local port forwarded over the node's SSH
+transport (``TunnelReach``). An engine bound to a wildcard or to a routable
+address can be reached directly (``DirectReach``), which skips the tunnel's
+copy when the client sits on the same network as the nodes.
+
+A reach is a callable: ``with reach(endpoint) as base_url: ...`` gives the
+URL (``http://host:port``, no ``/v1``) while the block runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+
+from sparksync.core.ssh.transports import NodeTransports
+from sparksync.core.ssh.tunnel import open_tunnel
+from sparksync.core.workloads.errors import WorkloadError
+from sparksync.core.workloads.workload_store import Endpoint, WorkloadRecord
+
+TUNNEL_TIMEOUT_S = 15.0
+WILDCARDS = ("0.0.0.0", "::", "")
+
+Reach = Callable[[Endpoint], AbstractContextManager[str]]
+
+
+class TunnelReach:
+    """A local port forwarded to the endpoint as the head node sees it."""
+
+    def __init__(self, transports: NodeTransports, timeout: float = TUNNEL_TIMEOUT_S):
+        self.transports, self.timeout = transports, timeout
+
+    @contextmanager
+    def __call__(self, endpoint: Endpoint) -> Iterator[str]:
+        host = "127.0.0.1" if endpoint.host in WILDCARDS else endpoint.host
+        tunnel = open_tunnel(self.transports, endpoint.node, endpoint.port, remote_host=host,
+                             timeout=self.timeout)  # fmt: skip
+        with tunnel:
+            yield f"http://127.0.0.1:{tunnel.local_port}"
+
+
+class DirectReach:
+    """The node's own address (``addresses``: node name -> address), for engines bound beyond loopback."""
+
+    def __init__(self, addresses: Mapping[str, str]):
+        self.addresses = dict(addresses)
+
+    @contextmanager
+    def __call__(self, endpoint: Endpoint) -> Iterator[str]:
+        yield direct_url(endpoint, self.addresses)
+
+
+def direct_url(endpoint: Endpoint, addresses: Mapping[str, str]) -> str:
+    """``http://address:port`` of the endpoint; refuses one that listens on its node's loopback only."""
+    bound = endpoint.listen if endpoint.listen is not None else endpoint.host
+    if bound not in WILDCARDS:
+        if _is_loopback(bound):
+            raise WorkloadError(
+                f"{endpoint.group} listens on {bound} on {endpoint.node}, which only that node "
+                "can reach; reach it through an SSH tunnel, or start it with --set http_host=0.0.0.0."
+            )
+        return f"http://{_bracketed(bound)}:{endpoint.port}"
+    try:
+        address = addresses[endpoint.node]
+    except KeyError:
+        raise WorkloadError(f"no address is known for node {endpoint.node!r}") from None
+    return f"http://{_bracketed(address)}:{endpoint.port}"
+
+
+def workload_endpoints(records: Sequence[WorkloadRecord], selector: str) -> list[Endpoint]:
+    """The HTTP endpoints named by ``selector``: a workload id, a recipe name, or a group id.
+
+    A recipe name picks every replica of every workload started from that
+    recipe, so a pool follows the recipe as workloads come and go.
+    """
+    found: list[Endpoint] = []
+    for record in records:
+        if record.workload_id == selector or selector in record.recipes:
+            found += record.endpoints
+        else:
+            found += [e for e in record.endpoints if e.group == selector]
+    return found
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
