@@ -68,7 +68,10 @@ class ListenConfig(_Strict):
 
 
 class PoolConfig(_Strict):
-    urls: list[str] = Field(min_length=1)
+    # Plain URLs, or a running SparkSync workload whose replicas' endpoints are picked up (and
+    # followed as it is restarted or scaled) while the gateway runs: exactly one of the two.
+    urls: list[str] = Field(default_factory=list)
+    workload: str | None = Field(None, min_length=1, description="a workload id, recipe name or group id")
     # The name the replicas serve (llama-server --alias, vLLM --served-model-name); default: the pool's name.
     model: str | None = None
     # Replicas behind their own key (e.g. vLLM --api-key) get it from this environment variable.
@@ -81,6 +84,15 @@ class PoolConfig(_Strict):
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"{url!r} is not an http(s) URL; write it as http://HOST:PORT")
         return [u.rstrip("/") for u in urls]
+
+    @model_validator(mode="after")
+    def _urls_or_workload(self) -> PoolConfig:
+        if bool(self.urls) == bool(self.workload):
+            raise ValueError(
+                "give a pool either urls (its replicas' base URLs) or workload (a running workload's id, "
+                "recipe name or group id), not both and not neither"
+            )
+        return self
 
 
 class HealthConfig(_Strict):
@@ -192,6 +204,10 @@ class SwitchyardConfig(_Strict):
         if self.policy.small == self.policy.large:
             raise ValueError("policy.small and policy.large name the same pool; name two different pools")
         return self
+
+    def workload_pools(self) -> dict[str, str]:
+        """Pool name -> the workload it follows, for the pools given as workloads."""
+        return {name: pool.workload for name, pool in self.pools.items() if pool.workload}
 
     def upstream_model(self, pool: str) -> str:
         return self.pools[pool].model or pool

@@ -33,3 +33,9 @@ class EvalError(SwitchyardError):
     """An eval run could not be carried out (e.g. a target answered nothing)."""
 
     exit_code = 24
+
+
+class EvalNotFoundError(SwitchyardError):
+    """No stored eval has the id asked for."""
+
+    exit_code = 25

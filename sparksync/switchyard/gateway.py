@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from sparksync.switchyard.config import SwitchyardConfig
+from sparksync.switchyard.errors import ConfigError
 from sparksync.switchyard.health import HealthChecker
 from sparksync.switchyard.http_errors import error_document
 from sparksync.switchyard.intake import HttpError, Router, check_key, read_json
@@ -46,6 +47,11 @@ class Gateway:
     ):
         self.config = config
         self.api_key = api_key
+        if source is None and config.workload_pools():
+            raise ConfigError(
+                f"pools {', '.join(sorted(config.workload_pools()))} follow workloads, which this gateway was "
+                "given no way to read; run it with `sparksync switchyard serve`"
+            )
         self.source = source or StaticUrls.from_config(config)
         self.pools = PoolSet({name: config.upstream_model(name) for name in config.pools}, config.breaker)
         self.pools.apply({name: pool.urls for name, pool in config.pools.items()})
@@ -71,6 +77,7 @@ class Gateway:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
                 await wire.aclose()
+                await self.source.aclose()
 
 
 def build_app(gateway: Gateway) -> Starlette:
@@ -147,6 +154,22 @@ async def _not_allowed(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(error_document(405, message, "method_not_allowed"), status_code=405)
 
 
+def run(config: SwitchyardConfig, source: PoolSource | None = None) -> None:
+    """Serve on uvloop where it is installed, as uvicorn does when it makes the loop itself.
+
+    ``uvicorn.Server.serve`` runs on whatever loop it is given, and a plain
+    ``asyncio.run`` gives it the pure-Python selector loop, which costs
+    several times more CPU per streamed chunk (measured at concurrency 32 in
+    tests/perf/test_switchyard_overhead.py).
+    """
+    try:
+        import uvloop
+    except ImportError:  # Windows, or a minimal install: the standard loop works, only slower
+        asyncio.run(serve(config, source))
+        return
+    uvloop.run(serve(config, source))
+
+
 async def serve(config: SwitchyardConfig, source: PoolSource | None = None) -> None:
     """Run the gateway until cancelled or interrupted (``sparksync switchyard serve``)."""
     import uvicorn
@@ -167,4 +190,4 @@ async def serve(config: SwitchyardConfig, source: PoolSource | None = None) -> N
     await server.serve()
 
 
-__all__ = ["Gateway", "build_app", "serve"]
+__all__ = ["Gateway", "build_app", "run", "serve"]

@@ -1,9 +1,10 @@
 """Where the replica URLs of each pool come from.
 
-Today the config's plain URLs (``StaticUrls``). The seam is for pools picked up
-from running SparkSync workloads: such a source answers the same question
-from the agents' workload lists, and the health loop asks it every round, so
-replicas that appear or vanish join or leave their pool without a restart.
+The config's plain URLs (``StaticUrls``), or pools picked up from running
+SparkSync workloads (``workload_pools.WorkloadPools``): that source answers
+the same question from the client's workload record, and the health loop
+asks it every round, so replicas that appear or vanish join or leave their
+pool without a restart.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ class PoolSource(ABC):
     async def replica_urls(self) -> dict[str, list[str]]:
         """Pool name -> base URLs of its replicas right now."""
 
+    async def aclose(self) -> None:
+        """Release what the source holds (tunnels...) when the gateway stops."""
+
 
 class StaticUrls(PoolSource):
     """The URLs written in the config file; they never change while the gateway runs."""
@@ -27,7 +31,7 @@ class StaticUrls(PoolSource):
 
     @classmethod
     def from_config(cls, config: SwitchyardConfig) -> StaticUrls:
-        return cls({name: pool.urls for name, pool in config.pools.items()})
+        return cls({name: pool.urls for name, pool in config.pools.items() if not pool.workload})
 
     async def replica_urls(self) -> dict[str, list[str]]:
         return {pool: list(u) for pool, u in self._urls.items()}

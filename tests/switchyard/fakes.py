@@ -14,7 +14,6 @@ import asyncio
 import json
 import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,7 +102,7 @@ class FakeReplica:
         return {
             "id": "cmpl-fake",
             "object": "chat.completion",
-            "created": int(time.time()),
+            "created": 0,  # fixed, so two answers to one request compare byte for byte (as streamed ones do)
             "model": body["model"],
             "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
             "usage": self._usage(reply),

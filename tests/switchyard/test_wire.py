@@ -100,14 +100,50 @@ def test_chunked_body_split_at_every_byte_is_reassembled():
     assert script.requests[0].endswith(b'\r\n\r\n{"x": 1}')
 
 
-def test_streamed_chunks_come_out_as_they_arrive():
+def test_chunks_that_arrive_together_come_out_as_one_piece():
+    # One write to the client for them all, not one per token (the relay's per-chunk cost).
     async def body(client, url):
         response = await client.post(url, b"{}", {})
         pieces = [piece async for piece in response.chunks()]
         await response.aclose()
         return pieces
 
-    assert run(Script([CHUNKED_HEAD + chunked(*EVENTS)]), body) == EVENTS
+    assert run(Script([CHUNKED_HEAD + chunked(*EVENTS)]), body) == [b"".join(EVENTS)]
+
+
+def test_streamed_chunks_come_out_as_they_arrive():
+    """Each event is written only after the client has read the one before: nothing is held back."""
+
+    async def main():
+        got_one = asyncio.Event()
+
+        async def handle(reader, writer):
+            await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(2)
+            writer.write(CHUNKED_HEAD + b"%x\r\n%s\r\n" % (len(EVENTS[0]), EVENTS[0]))
+            await writer.drain()
+            await asyncio.wait_for(got_one.wait(), 30)
+            writer.write(chunked(*EVENTS[1:]))
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        client = WireClient(connect_timeout=2, read_timeout=30)
+        try:
+            response = await client.post(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", b"{}", {})
+            pieces = []
+            async for piece in response.chunks():
+                pieces.append(piece)
+                got_one.set()
+            await response.aclose()
+            return pieces
+        finally:
+            await client.aclose()
+            server.close()
+            await server.wait_closed()
+
+    pieces = asyncio.run(main())
+    assert pieces[0] == EVENTS[0] and b"".join(pieces) == b"".join(EVENTS)
 
 
 def test_content_length_body_and_keep_alive_reuse():

@@ -55,6 +55,7 @@ def _draw_scaling(figure, report: ScalingReport) -> None:
     _bars(rates, labels, {"decode" if inference else "training": [r.throughput for r in report.rows]})
     rates.set(title=f"{report.model}: {'decode ' if inference else ''}tokens/s", xlabel="nodes",
               ylabel="tokens/s")
+    _bound_marks(rates, [r.decode_bound_tps for r in report.rows])
     if inference:
         prefill = figure.add_subplot(1, panels, 2)
         _bars(prefill, labels, {"prefill": [r.prefill_tps for r in report.rows]}, color_offset=1)
@@ -95,6 +96,16 @@ def _draw_run(figure, record: RunRecord) -> None:
         axes = figure.add_subplot(1, 2, i + 1)
         _bars(axes, [r.label for r in rows], {kind: values}, color_offset=i)
         axes.set(title=f"{title}: {kind}" if i == 0 else kind, ylabel="tokens/s")
+
+
+def _bound_marks(axes, bounds: list[float | None]) -> None:
+    """The planner's bound over each bar, when known: how far the figure is from the limit."""
+    points = [(x, b) for x, b in enumerate(bounds) if b is not None]
+    if not points:
+        return
+    axes.scatter([x for x, _ in points], [b for _, b in points], marker="_", s=600, color=IDEAL_COLOR,
+                 label="bound (planner)", zorder=3)
+    axes.legend(fontsize=8)
 
 
 def _test_of(metric: str) -> str:

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from sparksync.core.bench.bounds import RunBounds, percent
 from sparksync.core.bench.errors import BenchInputError
 from sparksync.core.bench.record import RunRecord
 from sparksync.core.bench.report import Comparison, ScalingReport
 from sparksync.core.bench.results import suite_rows
+from sparksync.core.bench.telemetry import TelemetrySummary
 
 Format = Literal["csv", "json", "md", "png"]
 FORMATS: tuple[Format, ...] = ("csv", "json", "md", "png")
@@ -74,8 +76,8 @@ def to_markdown(tables: list[Table]) -> str:
         parts.append(f"## {table.title}\n")
         parts.append("| " + " | ".join(table.columns) + " |")
         parts.append("|" + "|".join("---" for _ in table.columns) + "|")
-        parts += ["| " + " | ".join(_md_cell(c, v) for c, v in zip(table.columns, row, strict=True)) + " |"
-                  for row in table.rows]
+        parts += ["| " + " | ".join(_md_cell(c, v, str(row[0])) for c, v in zip(table.columns, row, strict=True))
+                  + " |" for row in table.rows]
         parts += [""] + [f"- {note}" for note in table.notes] + [""]
     return "\n".join(parts).rstrip() + "\n"
 
@@ -83,14 +85,16 @@ def to_markdown(tables: list[Table]) -> str:
 # --- tables ---
 
 _SCALING_COLUMNS = ["nodes", "run", "status", "topology", "backend", "tok/s", "prefill tok/s", "TTFT ms",
-                    "speed-up", "prefill speed-up", "efficiency", "prefill efficiency"]
+                    "speed-up", "prefill speed-up", "efficiency", "prefill efficiency", "decode bound",
+                    "decode % of bound", "prefill bound", "prefill % of bound"]
 
 
 def _scaling_table(report: ScalingReport) -> Table:
     figure = "decode tok/s" if report.kind == "inference" else "training tok/s"
     columns = [figure if c == "tok/s" else c for c in _SCALING_COLUMNS]
     rows = [[r.cluster_size, r.run_id, r.status, r.topology, r.collective_backend, r.throughput,
-             r.prefill_tps, r.ttft_ms, r.speedup, r.prefill_speedup, r.efficiency, r.prefill_efficiency]
+             r.prefill_tps, r.ttft_ms, r.speedup, r.prefill_speedup, r.efficiency, r.prefill_efficiency,
+             r.decode_bound_tps, r.decode_percent_of_bound, r.prefill_bound_tps, r.prefill_percent_of_bound]
             for r in report.rows]
     notes = [f"profile: {report.profile}"] if report.profile else []
     notes += ["efficiency = tok/s(N) / (N x tok/s(1))", *report.notes]
@@ -106,13 +110,33 @@ def _comparison_table(comparison: Comparison) -> Table:
 
 def _run_tests_table(record: RunRecord) -> Table:
     rows = [[r.prompt_size, r.response_size, r.context_size, r.concurrency, r.decode_tps, r.decode_std,
-             r.prefill_tps, r.ttft_ms, r.peak_tps] for r in suite_rows(record.result)]
+             *_beside_bound(r.decode_tps, bound.decode_tps if bound else None),
+             r.prefill_tps, *_beside_bound(r.prefill_tps, bound.prefill_tps if bound else None),
+             r.ttft_ms, r.peak_tps]
+            for r, bound in ((r, record.bounds.for_test(r.key) if record.bounds else None)
+                             for r in suite_rows(record.result))]
     if record.kind == "training":
         rows = []
-    columns = ["pp", "tg", "depth", "concurrency", "decode tok/s", "decode std", "prefill tok/s", "TTFT ms",
+    columns = ["pp", "tg", "depth", "concurrency", "decode tok/s", "decode std", "decode bound",
+               "decode % of bound", "prefill tok/s", "prefill bound", "prefill % of bound", "TTFT ms",
                "peak tok/s"]
     notes = [f"status: {record.status}" + (f" ({record.error})" if record.error else "")]
+    notes += [bounds_basis(record.bounds)] if record.bounds else []
     return Table(f"Run {record.id}: {record.model}", columns, rows, notes + record.details.warnings)
+
+
+def _beside_bound(measured: float | None, bound: float | None) -> list[float | None]:
+    return [bound, percent(measured, bound)]
+
+
+def bounds_basis(bounds: RunBounds) -> str:
+    """One line saying what the bounds assume, so a reader can judge the percentages."""
+    model, hw = bounds.model, bounds.hardware
+    where = f" (read from {model.source})" if model.source else ""
+    return (f"bounds (planner, docs/planner.md): {model.name or 'model'}{where}, {model.params / 1e9:,.3g} B "
+            f"params, {model.quant}, on {bounds.nodes} node(s) at {hw.memory_bandwidth_gbs:g} GB/s, "
+            f"{hw.link_gbps:g} Gb/s link, {hw.allreduce_latency_us:g} us per all-reduce"
+            + "".join(f"; {note}" for note in bounds.notes))
 
 
 def _run_summary_table(record: RunRecord) -> Table:
@@ -123,10 +147,25 @@ def _run_summary_table(record: RunRecord) -> Table:
             ["profile", record.profile.describe() if record.profile else None],
             ["llama-benchy", record.benchy_version], ["endpoint", record.endpoint],
             ["decode tok/s", record.summary.decode_tps], ["prefill tok/s", record.summary.prefill_tps],
+            ["decode bound tok/s", record.summary.decode_bound_tps],
+            ["decode % of bound", record.summary.decode_percent_of_bound],
+            ["prefill bound tok/s", record.summary.prefill_bound_tps],
+            ["prefill % of bound", record.summary.prefill_percent_of_bound],
             ["TTFT ms", record.summary.ttft_ms], ["training tok/s", record.summary.train_tps],
+            *_telemetry_rows(ctx.telemetry),
             ["label", ctx.label], ["sweep", ctx.sweep_id],
             ["created", record.created_at.isoformat(timespec="seconds")]]
     return Table("Settings", ["setting", "value"], [r for r in rows if r[1] is not None])
+
+
+def _telemetry_rows(telemetry: TelemetrySummary | None) -> list[list[Any]]:
+    if telemetry is None:
+        return []
+    memory, link = telemetry.peak_memory_bytes, telemetry.mean_link_bytes_per_s
+    return [["peak memory GB", memory / 1e9 if memory is not None else None],
+            ["mean fabric traffic GB/s (per node, both ways)", link / 1e9 if link is not None else None],
+            ["energy kJ", telemetry.energy_joules / 1e3 if telemetry.energy_joules is not None else None],
+            ["telemetry", f"{telemetry.seconds or 0} s of {', '.join(telemetry.nodes) or 'no node'}"]]
 
 
 # --- cells ---
@@ -138,7 +177,8 @@ def _csv_cell(value: Any) -> Any:
     return round(value, 4) if isinstance(value, float) else value
 
 
-def _md_cell(column: str, value: Any) -> str:
+def _md_cell(column: str, value: Any, label: str = "") -> str:
+    """``label`` is the row's first cell: in a settings or comparison table it names the figure."""
     if value is None:
         return "—"
     if isinstance(value, float):
@@ -146,6 +186,8 @@ def _md_cell(column: str, value: Any) -> str:
             return f"{value:.1%}"
         if "speed-up" in column or "ratio" in column:
             return f"{value:.2f}x"
+        if "% of bound" in column or "% of bound" in label:
+            return f"{value:.1f} %"
         return f"{value:,.2f}"
     return str(value).replace("|", "\\|")
 

@@ -5,6 +5,10 @@ so listing a thousand runs reads no JSON; the JSON columns (llama-benchy's
 full result last of all) are read only when one run is opened. SQLite keeps
 a row's tail in overflow pages, so a listing never even touches the blobs.
 
+The same file holds the Switchyard eval reports (``switchyard_evals``, see
+``sparksync.switchyard.eval.history``), so one history backs the Benchmarks
+panel.
+
 The schema is versioned with ``PRAGMA user_version``; ``MIGRATIONS[i]``
 takes a file from version i to i + 1, each in one transaction. A file from
 a newer SparkSync is refused rather than guessed at.
@@ -21,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from sparksync.core.bench.bounds import RunBounds
 from sparksync.core.bench.context import RunContext
 from sparksync.core.bench.errors import HistoryError, RunNotFoundError
 from sparksync.core.bench.profile import BenchProfile
@@ -67,11 +72,85 @@ _V1 = (
     "CREATE INDEX runs_by_time ON runs (created_at DESC, id DESC)",
     "CREATE INDEX runs_by_sweep ON runs (sweep_id) WHERE sweep_id IS NOT NULL",
 )
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1,)
+# Version 2: the planner's bounds beside each run (columns for the listing,
+# the per-test bounds as JSON), and the Switchyard eval reports. The runs
+# table is rebuilt rather than altered so the listed columns stay ahead of
+# the JSON blobs (ALTER TABLE would add them after result_json, and every
+# listing would then walk each blob's overflow pages to reach them).
+_RUN_COLUMNS_V1 = (
+    "id, created_at, kind, status, model, endpoint, profile_name, label, sweep_id, cluster_size, topology, "
+    "collective_backend, recipe, recipe_version, engine, engine_version, benchy_version, decode_tps, "
+    "prefill_tps, ttft_ms, train_tps, error, nodes_json, profile_json, details_json, telemetry_json, "
+    "result_json"
+)
+_V2 = (
+    # Keep AUTOINCREMENT's high-water mark: an id once used is never given to another run.
+    "CREATE TEMP TABLE runs_seq AS SELECT seq FROM sqlite_sequence WHERE name = 'runs'",
+    """CREATE TABLE runs_v2 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('inference', 'training')),
+        status TEXT NOT NULL CHECK (status IN ('complete', 'partial', 'failed')),
+        model TEXT NOT NULL,
+        endpoint TEXT,
+        profile_name TEXT,
+        label TEXT,
+        sweep_id TEXT,
+        cluster_size INTEGER NOT NULL CHECK (cluster_size BETWEEN 1 AND 8),
+        topology TEXT,
+        collective_backend TEXT,
+        recipe TEXT,
+        recipe_version TEXT,
+        engine TEXT,
+        engine_version TEXT,
+        benchy_version TEXT,
+        decode_tps REAL,
+        prefill_tps REAL,
+        ttft_ms REAL,
+        train_tps REAL,
+        decode_bound_tps REAL,
+        prefill_bound_tps REAL,
+        error TEXT,
+        nodes_json TEXT NOT NULL DEFAULT '[]',
+        profile_json TEXT,
+        details_json TEXT,
+        telemetry_json TEXT,
+        bounds_json TEXT,
+        result_json TEXT
+    )""",
+    f"INSERT INTO runs_v2 ({_RUN_COLUMNS_V1}) SELECT {_RUN_COLUMNS_V1} FROM runs",
+    "DROP TABLE runs",
+    "ALTER TABLE runs_v2 RENAME TO runs",
+    "DELETE FROM sqlite_sequence WHERE name = 'runs'",
+    ("INSERT INTO sqlite_sequence (name, seq) SELECT 'runs', max(coalesce((SELECT max(id) FROM runs), 0), "
+     "coalesce((SELECT seq FROM runs_seq), 0))"),
+    "DROP TABLE runs_seq",
+    "CREATE INDEX runs_by_time ON runs (created_at DESC, id DESC)",
+    "CREATE INDEX runs_by_sweep ON runs (sweep_id) WHERE sweep_id IS NOT NULL",
+    """CREATE TABLE switchyard_evals (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        case_file TEXT NOT NULL,
+        cases INTEGER NOT NULL,
+        concurrency INTEGER NOT NULL,
+        policy TEXT NOT NULL,
+        score_gateway REAL,
+        score_large REAL,
+        score_small REAL,
+        gateway_tps REAL,
+        large_tps REAL,
+        throughput_x REAL,
+        parity INTEGER,
+        summary TEXT,
+        report_json TEXT NOT NULL
+    )""",
+    "CREATE INDEX switchyard_evals_by_time ON switchyard_evals (created_at DESC, id DESC)",
+)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
 
 _LIST_COLUMNS = ("id", "created_at", "kind", "status", "model", "profile_name", "cluster_size", "topology",
                  "collective_backend", "label", "sweep_id", "decode_tps", "prefill_tps", "ttft_ms",
-                 "train_tps")
+                 "train_tps", "decode_bound_tps", "prefill_bound_tps")
 _CONTEXT_COLUMNS = ("topology", "collective_backend", "recipe", "recipe_version", "engine", "engine_version",
                     "label", "sweep_id")
 
@@ -126,6 +205,12 @@ class HistoryStore:
         with self._connect() as conn, conn:
             if conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount == 0:
                 raise RunNotFoundError(f"no stored benchmark run has id {run_id}")
+
+    @contextmanager
+    def connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection to the file at the newest schema, for the other tables it holds."""
+        with self._connect() as conn:
+            yield conn
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -213,6 +298,7 @@ def _to_row(record: RunRecord) -> dict[str, Any]:
         "profile_json": record.profile.model_dump_json() if record.profile else None,
         "details_json": record.details.model_dump_json(),
         "telemetry_json": ctx.telemetry.model_dump_json() if ctx.telemetry else None,
+        "bounds_json": record.bounds.model_dump_json() if record.bounds else None,
         "result_json": json.dumps(record.result) if record.result is not None else None,
     }
 
@@ -234,10 +320,10 @@ def _from_row(row: sqlite3.Row) -> RunRecord:
         profile=_model(BenchProfile, row["profile_json"]),
         context=context,
         benchy_version=row["benchy_version"],
-        summary=RunSummary(decode_tps=row["decode_tps"], prefill_tps=row["prefill_tps"],
-                           ttft_ms=row["ttft_ms"], train_tps=row["train_tps"]),
+        summary=RunSummary(**{name: row[name] for name in RunSummary.model_fields}),
         error=row["error"],
         details=_model(RunDetails, row["details_json"]) or RunDetails(),
+        bounds=_model(RunBounds, row["bounds_json"]),
         result=json.loads(row["result_json"]) if row["result_json"] else None,
     )
 

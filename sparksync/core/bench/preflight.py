@@ -50,6 +50,7 @@ class ServerFacts(BaseModel):
     speculative: bool | None = None
     template_tokens: int | None = None
     closes_after_stream: bool | None = None
+    model_path: str | None = Field(None, description="The model file the server loaded (llama.cpp's /props)")
 
 
 class PreflightReport(BaseModel):
@@ -122,6 +123,7 @@ def _server_facts(entry: dict[str, Any], served: list[str], props: dict[str, Any
         n_vocab=_first_int(meta.get("n_vocab")),
         owned_by=entry.get("owned_by"),
         build_info=(props or {}).get("build_info"),
+        model_path=_text((props or {}).get("model_path")),
         speculative=None if speculative_types is None else str(speculative_types).lower() != "none",
     )
 
@@ -199,6 +201,10 @@ def _warnings(report: PreflightReport, profile: BenchProfile) -> list[str]:
 
 def _count(tokenizer, text: str) -> int:
     return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _first_int(*values: Any) -> int | None:

@@ -13,10 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sparksync.core.bench.bounds import RunBounds
 from sparksync.core.bench.context import RunContext
 from sparksync.core.bench.preflight import ServerFacts
 from sparksync.core.bench.profile import BenchProfile
-from sparksync.core.bench.results import RunSummary
+from sparksync.core.bench.results import RunSummary, percent_of_bound
 
 Kind = Literal["inference", "training"]
 Status = Literal["complete", "partial", "failed"]
@@ -57,6 +58,7 @@ class RunRecord(BaseModel):
     summary: RunSummary = Field(default_factory=RunSummary)
     error: str | None = None
     details: RunDetails = Field(default_factory=RunDetails)
+    bounds: RunBounds | None = Field(None, description="The planner's limits for each test")
     result: dict[str, Any] | None = None
 
 
@@ -78,3 +80,9 @@ class RunListItem(BaseModel):
     prefill_tps: float | None
     ttft_ms: float | None
     train_tps: float | None
+    decode_bound_tps: float | None = None
+    prefill_bound_tps: float | None = None
+
+    @property
+    def decode_percent_of_bound(self) -> float | None:
+        return percent_of_bound(self.decode_tps, self.decode_bound_tps)

@@ -7,17 +7,24 @@ same scaling report covers both.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from sparksync.core.bench.bounds import RunBounds, find_model_spec, run_bounds
 from sparksync.core.bench.context import RunContext
 from sparksync.core.bench.history import HistoryStore
 from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
 from sparksync.core.bench.record import RunDetails, RunRecord, Status
-from sparksync.core.bench.results import RunSummary, summarize
+from sparksync.core.bench.results import RunSummary, measured_rows, summarize
 from sparksync.core.bench.runner import BenchOutcome, BenchRequest
+from sparksync.core.errors import SparkSyncError
+
+log = logging.getLogger(__name__)
 
 
 def inference_record(request: BenchRequest, outcome: BenchOutcome) -> RunRecord:
+    bounds, bounds_note = _bounds(request, outcome)
+    summary = _with_headline_bound(summarize(outcome.result), bounds, outcome.result)
     return RunRecord(
         created_at=outcome.started_at,
         kind="inference",
@@ -27,10 +34,11 @@ def inference_record(request: BenchRequest, outcome: BenchOutcome) -> RunRecord:
         profile=request.profile,
         context=request.context,
         benchy_version=outcome.benchy_version,
-        summary=summarize(outcome.result),
+        summary=summary,
         error=outcome.error,
+        bounds=bounds,
         details=RunDetails(
-            warnings=outcome.warnings,
+            warnings=outcome.warnings + ([bounds_note] if bounds_note else []),
             server=outcome.preflight.facts,
             requests_done=outcome.progress.requests_done,
             requests_total=outcome.progress.requests_total,
@@ -42,6 +50,30 @@ def inference_record(request: BenchRequest, outcome: BenchOutcome) -> RunRecord:
         ),
         result=outcome.result,
     )
+
+
+def _bounds(request: BenchRequest, outcome: BenchOutcome) -> tuple[RunBounds | None, str | None]:
+    """The planner's bounds for the run's tests; a problem is a note, never a lost run."""
+    try:
+        spec, missing = find_model_spec(request.model_file, request.tokenizer,
+                                        outcome.preflight.facts.model_path, request.endpoint.base_url)
+        if spec is None:
+            return None, missing
+        return run_bounds(spec, request.profile, request.context.cluster_size, request.hardware), None
+    except SparkSyncError as exc:
+        log.warning("benchmark bounds: %s", exc)
+        return None, f"no bound: {exc}"
+
+
+def _with_headline_bound(summary: RunSummary, bounds: RunBounds | None, result: dict | None) -> RunSummary:
+    """The bound of the test the headline figures come from (the first one measured)."""
+    if bounds is None:
+        return summary
+    rows = measured_rows(result)
+    bound = bounds.for_test(rows[0].key) if rows else bounds.headline
+    if bound is None:
+        return summary
+    return summary.model_copy(update={"decode_bound_tps": bound.decode_tps, "prefill_bound_tps": bound.prefill_tps})
 
 
 def training_record(model: str, tokens_per_second: float | None, context: RunContext,

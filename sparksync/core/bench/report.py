@@ -38,6 +38,10 @@ class ScalingRow(BaseModel):
     prefill_speedup: float | None = None
     efficiency: float | None = None
     prefill_efficiency: float | None = None
+    decode_bound_tps: float | None = Field(None, description="The planner's bound at this size (bounds.py)")
+    decode_percent_of_bound: float | None = None
+    prefill_bound_tps: float | None = None
+    prefill_percent_of_bound: float | None = None
 
 
 class ScalingReport(BaseModel):
@@ -122,6 +126,10 @@ def _scaling_row(size: int, record: RunRecord, base: RunRecord | None) -> Scalin
         speedup=speedup(tps, base_tps), prefill_speedup=speedup(prefill, base_prefill),
         efficiency=efficiency(tps, base_tps, size),
         prefill_efficiency=efficiency(prefill, base_prefill, size),
+        decode_bound_tps=record.summary.decode_bound_tps,
+        decode_percent_of_bound=record.summary.decode_percent_of_bound,
+        prefill_bound_tps=record.summary.prefill_bound_tps,
+        prefill_percent_of_bound=record.summary.prefill_percent_of_bound,
     )
 
 
@@ -158,6 +166,11 @@ def compare_runs(a: RunRecord, b: RunRecord) -> Comparison:
     """Run ``a`` beside run ``b``: settings first, then headline and per-test figures (ratio b / a)."""
     lines = [CompareLine(metric=name, a=_setting(a, attr), b=_setting(b, attr)) for name, attr in _SETTINGS]
     headline = [(name, getattr(a.summary, attr), getattr(b.summary, attr)) for name, attr in _HEADLINE]
+    headline.insert(2, ("decode % of bound", a.summary.decode_percent_of_bound,
+                        b.summary.decode_percent_of_bound))
+    headline.insert(3, ("prefill % of bound", a.summary.prefill_percent_of_bound,
+                        b.summary.prefill_percent_of_bound))
+    headline += [(name, _telemetry(a, attr), _telemetry(b, attr)) for name, attr in _TELEMETRY]
     lines += [_figure_line(name, va, vb) for name, va, vb in headline if va is not None or vb is not None]
     lines += _test_lines(suite_rows(a.result), suite_rows(b.result))
     notes = []
@@ -175,6 +188,15 @@ _SETTINGS = (("status", "status"), ("model", "model"), ("kind", "kind"), ("creat
              ("profile", "profile"), ("label", "context.label"))
 _HEADLINE = (("decode tok/s", "decode_tps"), ("prefill tok/s", "prefill_tps"), ("TTFT ms", "ttft_ms"),
              ("training tok/s", "train_tps"))
+
+
+_TELEMETRY = (("peak memory bytes", "peak_memory_bytes"), ("mean fabric bytes/s", "mean_link_bytes_per_s"),
+              ("energy J", "energy_joules"))
+
+
+def _telemetry(record: RunRecord, attr: str) -> float | None:
+    telemetry = record.context.telemetry
+    return None if telemetry is None else getattr(telemetry, attr)
 
 
 def _setting(record: RunRecord, path: str) -> Any:

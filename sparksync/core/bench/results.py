@@ -14,12 +14,33 @@ from pydantic import BaseModel
 
 
 class RunSummary(BaseModel):
-    """The figures the history lists and the reports compare (tokens/s, milliseconds)."""
+    """The figures the history lists and the reports compare (tokens/s, milliseconds).
+
+    The bounds are the planner's limits for the headline test on the run's
+    nodes (see bounds.py); None when the model's numbers were not known.
+    """
 
     decode_tps: float | None = None
     prefill_tps: float | None = None
     ttft_ms: float | None = None
     train_tps: float | None = None
+    decode_bound_tps: float | None = None
+    prefill_bound_tps: float | None = None
+
+    @property
+    def decode_percent_of_bound(self) -> float | None:
+        return percent_of_bound(self.decode_tps, self.decode_bound_tps)
+
+    @property
+    def prefill_percent_of_bound(self) -> float | None:
+        return percent_of_bound(self.prefill_tps, self.prefill_bound_tps)
+
+
+def percent_of_bound(measured: float | None, bound: float | None) -> float | None:
+    """``measured`` as a percentage of ``bound`` (100 = at the physical limit); None when either is missing."""
+    if measured is None or bound is None or bound <= 0 or measured < 0:
+        return None
+    return 100.0 * measured / bound
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from sparksync.core.bench.profile import BenchProfile
 from sparksync.core.bench.progress import BenchProgress, JsonlFollower, ProgressTracker, RequestStat
 from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE, PromptServer, read_prompt_text
 from sparksync.core.bench.results import measured_rows, suite_rows
+from sparksync.core.planner.bounds import Hardware
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,9 @@ class BenchRequest:
     served_model_name: str | None = None
     prompt_file: Path = DEFAULT_PROMPT_FILE
     context: RunContext = field(default_factory=RunContext)
+    # For the bounds beside the figures (bounds.py): the model's own files, and the nodes' figures.
+    model_file: Path | None = None
+    hardware: Hardware | None = None
 
     @property
     def served_name(self) -> str:

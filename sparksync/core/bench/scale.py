@@ -27,7 +27,9 @@ from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
 from sparksync.core.bench.record import RunRecord
 from sparksync.core.bench.recording import inference_record, store
 from sparksync.core.bench.report import ScalingReport, scaling_report
+from sparksync.core.bench.run_telemetry import with_run_telemetry
 from sparksync.core.bench.runner import BenchRequest, BenchRunner
+from sparksync.core.planner.bounds import Hardware
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,7 @@ class SweepTarget:
     model: str
     tokenizer: Path
     context: RunContext  # cluster_size must be n; nodes, topology, backend as placed
+    model_file: Path | None = None  # the model's GGUF or safetensors folder, for the bounds (bounds.py)
 
 
 BringUp = Callable[[int], AbstractContextManager[SweepTarget]]
@@ -62,11 +65,12 @@ class ScaleSweep:
 
     def __init__(self, bring_up: BringUp, history: HistoryStore, *, available_nodes: int,
                  profile: BenchProfile | None = None, sizes: Sequence[int] = DEFAULT_SIZES,
-                 prompt_file: Path = DEFAULT_PROMPT_FILE, on_progress: SweepProgress | None = None):
+                 prompt_file: Path = DEFAULT_PROMPT_FILE, on_progress: SweepProgress | None = None,
+                 hardware: Hardware | None = None):
         self.sizes = plan_sizes(sizes, available_nodes)
         self._bring_up, self._history = bring_up, history
         self._profile = profile or BenchProfile.published()
-        self._prompt_file, self._on_progress = prompt_file, on_progress
+        self._prompt_file, self._on_progress, self._hardware = prompt_file, on_progress, hardware
         self._runner: BenchRunner | None = None
         self._cancelled = False
         self.sweep_id = uuid.uuid4().hex[:12]
@@ -103,13 +107,14 @@ class ScaleSweep:
             raise BenchInputError(f"bring_up({size}) placed the model on {target.context.cluster_size} nodes")
         request = BenchRequest(target.endpoint, target.model, target.tokenizer, self._profile,
                                prompt_file=self._prompt_file,
-                               context=target.context.model_copy(update={"sweep_id": self.sweep_id}))
+                               context=target.context.model_copy(update={"sweep_id": self.sweep_id}),
+                               model_file=target.model_file, hardware=self._hardware)
         progress = (lambda p: self._on_progress(size, p)) if self._on_progress else None
         self._runner = BenchRunner(request, on_progress=progress)
         if self._cancelled:
             self._runner.cancel()
         outcome = self._runner.run()
-        return store(self._history, inference_record(request, outcome))
+        return store(self._history, with_run_telemetry(inference_record(request, outcome)))
 
 
 def plan_sizes(sizes: Sequence[int], available_nodes: int) -> list[int]:

@@ -18,6 +18,7 @@ from sparksync.switchyard.eval.cases import CaseFile
 from sparksync.switchyard.eval.report import EvalReport, gain, target_report
 from sparksync.switchyard.eval.runner import DEFAULT_MAX_TOKENS, Target, TargetRun, run_target
 from sparksync.switchyard.server import GatewayThread
+from sparksync.switchyard.sources import PoolSource
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,11 @@ def play(
     case_file: Path,
     concurrency: int,
     max_tokens: int = DEFAULT_MAX_TOKENS,
+    source: PoolSource | None = None,
 ) -> EvalReport:
     # The eval's own gateway listens on loopback only, on a free port, whatever the config says.
     local = config.model_copy(update={"listen": ListenConfig(host="127.0.0.1", port=0)})
-    with GatewayThread(local) as gateway:
+    with GatewayThread(local, source) as gateway:
         runs = asyncio.run(_play_all(gateway.url, config, cases, concurrency, max_tokens))
     reports = [target_report(run) for run in runs]
     return EvalReport(

@@ -1,8 +1,7 @@
 """The eval report: score, throughput and traffic share per target, and the gain over large-only.
 
-``save_report`` is the one place results are stored. Today it writes JSON;
-the benchmark history (SQLite, with the Benchmarks panel) will take the same
-``EvalReport`` there.
+``save_report`` writes one report as JSON; ``history.EvalHistory`` keeps
+every report in the client's SQLite history, beside the benchmark runs.
 """
 
 from __future__ import annotations
@@ -92,8 +91,9 @@ def target_report(run: TargetRun) -> TargetReport:
 
 def gain(gateway: TargetReport, large: TargetReport, tolerance: int = 0) -> Gain:
     """The issue's headline: e.g. "1.52x throughput at score parity (91 against 91)"."""
-    tput = gateway.output_tokens_per_s / large.output_tokens_per_s if large.output_tokens_per_s else 0.0
-    reqs = gateway.requests_per_s / large.requests_per_s if large.requests_per_s else 0.0
+    # Rounded once, so the headline and the stored figure never disagree in the last digit.
+    tput = round(gateway.output_tokens_per_s / large.output_tokens_per_s, 2) if large.output_tokens_per_s else 0.0
+    reqs = round(gateway.requests_per_s / large.requests_per_s, 3) if large.requests_per_s else 0.0
     g, l = round(gateway.score), round(large.score)
     parity = g >= l - tolerance
     if parity:
@@ -103,8 +103,8 @@ def gain(gateway: TargetReport, large: TargetReport, tolerance: int = 0) -> Gain
             f"{tput:.2f}x throughput, but a lower score ({g} against {l}, {l - g} points below large-only)"
         )
     return Gain(
-        throughput_x=round(tput, 3),
-        requests_x=round(reqs, 3),
+        throughput_x=tput,
+        requests_x=reqs,
         score_gateway=g,
         score_large=l,
         parity=parity,
@@ -129,7 +129,7 @@ def render(report: EvalReport) -> str:
 
 
 def save_report(report: EvalReport, path: Path) -> Path:
-    """Store one eval's results (JSON now; the SQLite history will sit behind this same call)."""
+    """Write one eval's report as a JSON file (the SQLite history is ``history.EvalHistory``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, report.model_dump_json(indent=2).encode())
     return path

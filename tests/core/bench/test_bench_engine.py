@@ -21,9 +21,11 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
+from sparksync.core import history as telemetry_history
 from sparksync.core.bench.endpoint import Endpoint
 from sparksync.core.bench.history import HistoryStore
 from sparksync.core.bench.profile import BenchProfile
@@ -176,3 +178,100 @@ def test_cancel_halfway_keeps_the_finished_test_marked_partial(server, tiny_mode
     assert [r.response_size for r in measured_rows(record.result)] == [64]
     assert record.error.startswith("cancelled after 1") and "the 1 finished test(s) are kept" in record.error
     assert HistoryStore().list_runs()[0].status == "partial"
+
+
+@pytest.fixture
+def recorded_telemetry(tmp_path):
+    """This machine's real agent streaming into the telemetry history, as the app's dashboard does it."""
+    from sparksync.core.agent_client import AgentClient
+    from sparksync.core.dashboard_model import DashboardModel
+    from sparksync.core.history_recorder import HistoryRecorder
+    from tests.agent.agentproc import start_agent
+
+    agent = start_agent(tmp_path / "agent-state", tmp_path / "agent.log")
+    recorder = HistoryRecorder().start()
+    model = DashboardModel()
+    model.row_listeners.append(recorder.put)
+    client = AgentClient(agent.base_url, agent.token)
+    stream = client.stream()
+
+    def feed():
+        for sample in stream.samples():
+            model.add_sample(NODE, sample)
+
+    feeder = threading.Thread(target=feed, name="telemetry-feed")
+    feeder.start()
+    try:
+        # As in an app that has been open a while: the history already holds this node's rows.
+        with telemetry_history.HistoryStore() as store:
+            deadline = time.monotonic() + 60
+            while NODE not in store.load(600) and time.monotonic() < deadline:
+                recorder.flush()
+                time.sleep(0.2)
+        yield
+    finally:
+        client.close()
+        feeder.join(30)
+        recorder.stop()
+        recorder.join(30)
+        agent.stop()
+
+
+NODE = "this-spark"
+
+
+def test_a_run_stores_its_bound_and_the_telemetry_recorded_meanwhile(server, tiny_model, recorded_telemetry):
+    done = sparksync_cli(*run_args(server, tiny_model, "--pp", "64", "--tg", "128", "--runs", "3", "--exact-tg",
+                                   "--node", NODE, "--json"))
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    # The bound: llama-server on loopback names its GGUF in /props, whose header gives the numbers.
+    bounds = record["bounds"]
+    assert bounds["model"]["source"] == str(tiny_model.gguf) and bounds["model"]["layers"] == 2
+    summary = record["summary"]
+    assert summary["decode_bound_tps"] == bounds["tests"][0]["decode_tps"] > summary["decode_tps"] > 0
+    stored = HistoryStore().get(record["id"])
+    assert 0 < stored.summary.decode_percent_of_bound < 100
+    # The telemetry: the agent's memory readings for the run's seconds, under the node's name.
+    telemetry = record["context"]["telemetry"]
+    assert telemetry is not None, "no telemetry summary stored"
+    assert telemetry["nodes"] == [NODE] and telemetry["seconds"] >= 1
+    assert 0 < telemetry["peak_memory_bytes"] <= psutil_total_memory()
+    assert telemetry["energy_joules"] is None  # no GPU here, so no NVML power: no energy, never a false 0
+    shown = sparksync_cli("show", str(record["id"]))
+    assert "decode % of bound" in shown.stdout and "peak memory GB" in shown.stdout
+
+
+def psutil_total_memory() -> int:
+    import psutil
+
+    return psutil.virtual_memory().total
+
+
+def test_an_endpoint_that_goes_away_halfway_keeps_what_was_measured_marked_partial(server, tiny_model):
+    # The second test is long (10 x 768 tokens), so the server surely dies while it runs.
+    profile = BenchProfile.build(pp=(64,), tg=(64, 768), runs=10, exact_tg=True)
+    request = BenchRequest(Endpoint.parse(server.base_url), tiny_model.name, tiny_model.tokenizer_json, profile)
+    halfway = threading.Event()  # the 10 runs of tg 64 are done: the server dies under the second test
+
+    def on_progress(p):
+        if p.requests_done >= 10 and not halfway.is_set():
+            halfway.set()
+            server.proc.kill()
+
+    outcome = BenchRunner(request, on_progress=on_progress).run()
+    record = store(HistoryStore(), inference_record(request, outcome))
+    assert halfway.is_set()
+    assert record.status == "partial", (outcome.error, outcome.log_tail)
+    # The first test ran whole and keeps its figures; the second has at most the runs done before the kill.
+    rows = measured_rows(record.result)
+    assert rows[0].response_size == 64
+    assert [r.response_size for r in rows[1:]] in ([], [768])
+    assert "requests failed" in record.error and "the figures come from the runs that succeeded" in record.error
+    assert HistoryStore().list_runs()[0].status == "partial"
+    # Now nothing listens there at all: a clear error before anything runs, and nothing stored.
+    done = sparksync_cli(*run_args(server, tiny_model, "--pp", "128", "--tg", "32", "--runs", "1"))
+    assert done.returncode == 32, done.stderr
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("sparksync: error: nothing answers at " + server.base_url) and "start the" in error
+    assert HistoryStore().count() == 1

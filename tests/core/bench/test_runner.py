@@ -103,7 +103,11 @@ def test_cancel_halfway_keeps_the_finished_test_as_partial(make_fake, tokenizer_
 
 def test_cancel_before_any_test_finished_keeps_the_counts(make_fake, tokenizer_json):
     server = make_fake(token_delay_s=0.02)
-    outcome = _run_cancelled_after(server, tokenizer_json, PREFLIGHT_STREAMS + 2)
+    # Cancel once the first measured request is known to be done (its progress event was read): counting
+    # the server's finished streams instead races llama-benchy's own report of that request.
+    runner = BenchRunner(request(server, tokenizer_json, TWO_TESTS),
+                         on_progress=lambda p: runner.cancel() if p.requests_done >= 1 else None)
+    outcome = runner.run()
     assert outcome.status == "partial" and measured_rows(outcome.result) == []
     assert outcome.progress.requests_done >= 1
     assert "no test had finished" in outcome.error
