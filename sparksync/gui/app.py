@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
+from pathlib import Path
 
 from sparksync import __version__
 
@@ -24,10 +26,12 @@ FIRST_PAINT_ENV = "SPARKSYNC_GUI_EXIT_AFTER_FIRST_PAINT"
 SCREENSHOT_ENV = "SPARKSYNC_GUI_SCREENSHOT"
 SCREENSHOT_AFTER_ENV = "SPARKSYNC_GUI_SCREENSHOT_AFTER_S"
 SMOKE_TIMEOUT_S = 60.0
+# "0": never browse mDNS (scripts, and tests that must not touch the host's network).
+DISCOVERY_ENV = "SPARKSYNC_DISCOVERY"
 
 NO_DISPLAY = (
     "sparksync-gui: no display to open a window on (DISPLAY and WAYLAND_DISPLAY are unset).\n"
-    "Use 'sparksync node status' for a text view, or set QT_QPA_PLATFORM=offscreen to run the window off-screen."
+    "Use '{cli} node status' for a text view, or set QT_QPA_PLATFORM=offscreen to run the window off-screen."
 )
 
 
@@ -51,7 +55,31 @@ def display_problem(environ=os.environ, platform: str = sys.platform) -> str | N
         return None
     if any(environ.get(name) for name in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")):
         return None
-    return NO_DISPLAY
+    return NO_DISPLAY.format(cli=cli_command(environ.get("PATH", os.defpath)))
+
+
+def cli_command(search_path: str, executable: str = sys.executable, cwd: Path | None = None) -> str:
+    """How to type the ``sparksync`` command that belongs to this Python, as this shell would find it.
+
+    Installed, it is on PATH; from a source checkout's virtual environment it
+    often is not (``.venv/bin/sparksync``); with no script at all, ``python -m sparksync``.
+    """
+    # The script sits beside the interpreter of its environment (not resolved: a venv's python is a link).
+    script = Path(executable).parent / "sparksync"
+    found = shutil.which("sparksync", path=search_path)
+    if found and (not script.exists() or Path(found).resolve() == script.resolve()):
+        return "sparksync"
+    if script.exists():
+        return _shown_path(script, cwd or Path.cwd())
+    return f"{_shown_path(Path(executable), cwd or Path.cwd())} -m sparksync"
+
+
+def _shown_path(path: Path, cwd: Path) -> str:
+    absolute = path if path.is_absolute() else cwd / path
+    try:
+        return str(absolute.relative_to(cwd))  # .venv/bin/sparksync from the checkout
+    except ValueError:
+        return str(absolute)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -60,7 +88,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
     # For tests and the packaging smoke test: prove the window reached live data, then exit 0.
     parser.add_argument("--exit-after-first-sample", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--sample-hz", type=float, default=1.0, help=argparse.SUPPRESS)
+    parser.add_argument("--sample-hz", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--no-discovery", action="store_true", help="do not browse the network for nodes")
     args = parser.parse_args(argv)
     args.exit_after_first_sample = args.exit_after_first_sample or os.environ.get(SMOKE_ENV) == "1"
     return args
@@ -70,22 +99,41 @@ def _run(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from sparksync.core.nodes import LocalNode
+    from sparksync.core.settings import AppSettings, SettingsError, load_settings
     from sparksync.gui.main_window import MainWindow
+    from sparksync.gui.theme import apply_theme
+    from sparksync.gui.tray.setup import install_tray
 
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setApplicationName("SparkSync")
     app.setApplicationVersion(__version__)
     app.setQuitOnLastWindowClosed(False)  # quit once the worker is down, not when the window hides
-    window = MainWindow(LocalNode(sample_hz=args.sample_hz))
+    try:
+        settings, settings_problem = load_settings(), None  # one small file, before the window exists
+    except SettingsError as exc:
+        settings, settings_problem = AppSettings(), str(exc)
+    apply_theme(settings.theme)
+    sample_hz = args.sample_hz if args.sample_hz is not None else settings.sample_hz
+    nodes, actions = cluster(sample_hz)
+    window = MainWindow(nodes, actions=actions, settings=settings)
+    if settings_problem:
+        window.settings_writable = False
+        window.statusBar().showMessage(f"Error: {settings_problem}")
     window.shut_down.connect(app.quit)
+    smoke = args.exit_after_first_sample or any(os.environ.get(v) for v in (FIRST_PAINT_ENV, SCREENSHOT_ENV))
+    if not (smoke or args.no_discovery or os.environ.get(DISCOVERY_ENV) == "0"):
+        window.discovery_factory = _start_discovery
+    if not smoke:
+        install_tray(window)
     outcome = {"code": 0}
     if args.exit_after_first_sample:
         _exit_on_live_data(window, outcome)
     if os.environ.get(FIRST_PAINT_ENV) == "1":
         _exit_on_first_paint(window)
     if os.environ.get(SCREENSHOT_ENV):
-        _screenshot_then_exit(window, os.environ[SCREENSHOT_ENV], float(os.environ.get(SCREENSHOT_AFTER_ENV, "5")), outcome)
+        _screenshot_then_exit(
+            window, os.environ[SCREENSHOT_ENV], float(os.environ.get(SCREENSHOT_AFTER_ENV, "5")), outcome
+        )
     _close_on_sigint(window)
     keepalive = QTimer()  # lets Python run its signal handlers while Qt's loop runs
     keepalive.start(200)
@@ -96,12 +144,36 @@ def _run(args: argparse.Namespace) -> int:
     return outcome["code"]
 
 
+def cluster(sample_hz: float):
+    """The nodes to show (``known_nodes()``) and the actions, sharing one fleet: one SSH transport per node.
+
+    Reads the registry (one small file) before the window exists; the fleet
+    itself opens in a worker once the window runs, and lives until the app quits.
+    """
+    from sparksync.core.cluster_actions import ClusterActions
+    from sparksync.core.nodes import LocalNode, known_nodes
+
+    nodes = known_nodes()
+    shared = next((node.shared for node in nodes if node.source == "ssh"), None)
+    nodes = [LocalNode(sample_hz=sample_hz) if node.source == "local" else node for node in nodes]
+    return nodes, ClusterActions(shared_fleet=shared)
+
+
+def _start_discovery():
+    from sparksync.core.discovery import Discovery
+
+    return Discovery().start()  # this computer's IPv4 interfaces; a clear error when there are none
+
+
 def _exit_on_live_data(window, outcome: dict) -> None:
     from PySide6.QtCore import QTimer
 
     def on_timeout() -> None:
-        print(f"sparksync-gui: no live data within {SMOKE_TIMEOUT_S:.0f} s; see the log in the status bar: "
-              f"{window.statusBar().currentMessage()}", file=sys.stderr)
+        print(
+            f"sparksync-gui: no live data within {SMOKE_TIMEOUT_S:.0f} s; see the log in the status bar: "
+            f"{window.statusBar().currentMessage()}",
+            file=sys.stderr,
+        )
         outcome["code"] = 1
         window.close()
 

@@ -5,6 +5,11 @@ node (for "this computer": attaches to or starts the local agent), streams
 samples and re-emits them as Qt signals. When the stream keeps failing it
 reconnects the node, which restarts a local agent that died. ``stop()`` is
 safe from the GUI thread and never blocks it.
+
+A connect that keeps failing the same way (a paired node without its agent
+yet: "no agent token") is reported once, not at every retry; the node's row
+keeps showing the reason. A new kind of failure, or one after the node was
+live again, is reported anew.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class TelemetryWorker(QObject):
         self._stream: TelemetryStream | None = None
         self._since = 0
         self._run_id: str | None = None
+        self._told: object = None  # the connect failure reported last; None once the node is live
 
     def stop(self) -> None:
         """Ask the worker to finish; returns at once (any thread)."""
@@ -71,13 +77,21 @@ class TelemetryWorker(QObject):
             except LocalAgentCancelled:
                 return
             except SparkSyncError as exc:
-                self.error_raised.emit(f"{self._node.name}: {exc}")
+                self._tell_failure(exc)
             if self._stop.is_set():
                 return
             self.status_changed.emit(f"{self._node.name}: reconnecting in {delay:.1f} s…")
             if self._stop.wait(delay):
                 return
             delay = min(delay * 2, RECONNECT_MAX_S)
+
+    def _tell_failure(self, exc: SparkSyncError) -> None:
+        # A node's problem has a state and a cause; its message may vary in detail between retries.
+        state = getattr(exc, "state", None)
+        key = (state, getattr(exc, "cause", None)) if state is not None else str(exc)
+        if key != self._told:
+            self._told = key
+            self.error_raised.emit(f"{self._node.name}: {exc}")
 
     def _serve_once(self) -> bool:
         """One connection to the node; True if it delivered samples before it ended."""
@@ -114,6 +128,7 @@ class TelemetryWorker(QObject):
     def _report(self, item: Connected | Lost | Restarted) -> None:
         name = self._node.name
         if isinstance(item, Connected):
+            self._told = None
             self.connected.emit(item.run_id)
             self.status_changed.emit(f"{name}: live")
         elif isinstance(item, Lost) and item.since > 0:  # from 0 it only means "older history is gone"

@@ -8,6 +8,12 @@ from sparksync.core.dashboard_model import DashboardModel
 from sparksync.core.nodes import LocalNode
 
 
+@pytest.fixture(autouse=True)
+def _private_autostart(tmp_path_factory, monkeypatch):
+    """The start-at-login entry goes to a private XDG config dir, never the user's."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARKSYNC_HOME", str(tmp_path))

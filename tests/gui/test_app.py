@@ -7,17 +7,21 @@ import subprocess
 import sys
 
 import pytest
+from sparksync_agent.state import read_endpoint
 
 from sparksync import __version__
-from sparksync.gui.app import NO_DISPLAY, display_problem
-from sparksync_agent.state import read_endpoint
+from sparksync.gui.app import NO_DISPLAY, cli_command, display_problem
 
 pytestmark = pytest.mark.gui
 
 
 def run_app(*args: str, env: dict[str, str], timeout: float = 90) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "sparksync.gui.app", *args], env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "sparksync.gui.app", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -34,11 +38,41 @@ def test_version(tmp_path):
 def test_no_display_is_a_clear_message_not_an_abort(tmp_path):
     done = run_app(env=headless_env(tmp_path))
     assert done.returncode == 2
-    assert "sparksync node status" in done.stderr and "QT_QPA_PLATFORM=offscreen" in done.stderr
+    assert f"'{cli_command(os.environ.get('PATH', os.defpath))} node status'" in done.stderr
+    assert "QT_QPA_PLATFORM=offscreen" in done.stderr
+
+
+def test_the_suggested_command_is_the_one_that_runs_here(tmp_path):
+    """The same command the message names, typed in the same shell, gives the text view."""
+    env = headless_env(tmp_path)
+    env["PATH"] = "/usr/bin:/bin"  # a source checkout: its .venv/bin is not on PATH
+    done = run_app(env=env)
+    line = next(ln for ln in done.stderr.splitlines() if "node status" in ln)
+    command = line.split("'")[1].split()
+    assert command[0] != "sparksync"  # not on this PATH: named by its path
+    shown = subprocess.run(
+        [*command[:-2], "--help"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert shown.returncode == 0 and "node" in shown.stdout
+
+
+def test_the_command_is_named_as_it_is_found(tmp_path):
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "sparksync").write_text("#!/bin/sh\n")
+    (venv / "sparksync").chmod(0o755)
+    python = str(venv / "python")
+    assert cli_command(str(venv), python, cwd=tmp_path) == "sparksync"  # on PATH: its plain name
+    assert cli_command("/usr/bin:/bin", python, cwd=tmp_path) == ".venv/bin/sparksync"  # from the checkout
+    assert cli_command("/usr/bin:/bin", python, cwd=tmp_path / "elsewhere") == str(venv / "sparksync")
+    bare = tmp_path / "bare" / "python"
+    assert cli_command("/usr/bin:/bin", str(bare), cwd=tmp_path) == "bare/python -m sparksync"
 
 
 def test_display_problem_rules():
-    assert display_problem({}, "linux") == NO_DISPLAY
+    assert display_problem({"PATH": "/usr/bin:/bin"}, "linux") == NO_DISPLAY.format(
+        cli=cli_command("/usr/bin:/bin")
+    )
     assert display_problem({"DISPLAY": ":0"}, "linux") is None
     assert display_problem({"WAYLAND_DISPLAY": "wayland-0"}, "linux") is None
     assert display_problem({"QT_QPA_PLATFORM": "offscreen"}, "linux") is None
@@ -54,3 +88,18 @@ def test_smoke_run_reaches_live_data_and_exits_0(tmp_path, how):
     done = run_app(*args, env=env)
     assert done.returncode == 0, done.stderr
     assert read_endpoint(tmp_path / "data" / "local-agent") is None  # the agent it started is gone
+
+
+def test_the_app_shows_the_paired_nodes_on_the_same_fleet_as_its_actions(home):
+    from sparksync.core.registry import Registry
+    from sparksync.gui.app import cluster
+    from tests.core.node_factory import paired_node
+
+    nodes, actions = cluster(5.0)
+    assert [(n.name, n.source, n.sample_hz) for n in nodes] == [("this computer", "local", 5.0)]
+    registry = Registry()
+    for i, name in enumerate(["spark-a", "spark-b"]):
+        registry.add(paired_node(name, i + 1))
+    nodes, actions = cluster(5.0)
+    assert [(n.name, n.source) for n in nodes] == [("spark-a", "ssh"), ("spark-b", "ssh")]
+    assert all(n.shared is actions.shared_fleet for n in nodes)  # one fleet: one transport per node

@@ -1,0 +1,69 @@
+"""``sparksync node rename | ssh | connect``: the Nodes panel's and the tray's node actions, from a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from sparksync.core.cluster_actions import ClusterActions
+from sparksync.core.node_actions import rename_node
+from sparksync.core.terminal import node_ssh_argv
+
+
+def add_node_commands(group: click.Group) -> None:
+    for command in (rename, ssh, connect):
+        group.add_command(command)
+
+
+@click.command("rename")
+@click.argument("old")
+@click.argument("new")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def rename(old: str, new: str, as_json: bool) -> None:
+    """Rename paired node OLD to NEW (registry, ssh alias, keyring entries)."""
+    result = rename_node(old, new)
+    for warning in result.warnings:
+        click.echo(f"sparksync: warning: {warning}", err=True)
+    if as_json:
+        click.echo(json.dumps({"old": old, "new": result.node.name, "secrets_moved": result.secrets_moved,
+                               "warnings": result.warnings}, indent=2))  # fmt: skip
+    else:
+        click.echo(f"Renamed {old!r} to {result.node.name!r}.")
+
+
+@click.command("ssh")
+@click.argument("name")
+@click.option("--print", "print_only", is_flag=True, help="Print the ssh command instead of running it.")
+def ssh(name: str, print_only: bool) -> None:
+    """Log in to node NAME with ssh, through SparkSync's key and pinned host key."""
+    argv = node_ssh_argv(name)
+    if print_only:
+        click.echo(" ".join(argv))
+        return
+    os.execvp(argv[0], argv)
+
+
+@click.command("connect")
+@click.option(
+    "--timeout", type=click.FloatRange(min=1), default=15.0, show_default=True, help="Seconds per node."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print {node: null or why it did not connect}.")
+@click.pass_context
+def connect(ctx: click.Context, timeout: float, as_json: bool) -> None:
+    """Open an SSH link to every paired node and say which connect (the tray's Connect all)."""
+    actions = ClusterActions()
+    try:
+        outcome = actions.connect_all(timeout)
+    finally:
+        actions.close()
+    if as_json:
+        click.echo(json.dumps(outcome, indent=2))
+    else:
+        for name, why in outcome.items():
+            click.echo(f"{name}: {'connected' if why is None else why}")
+        if not outcome:
+            click.echo("No paired nodes. Pair one with `sparksync node pair HOST`.", err=True)
+    if any(outcome.values()):
+        ctx.exit(11)

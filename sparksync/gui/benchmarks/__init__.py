@@ -1,0 +1,1 @@
+"""The Benchmarks tab: stored runs, their details, scaling charts, comparisons, exports, and new runs."""

@@ -1,0 +1,86 @@
+"""One benchmark run in a worker thread: llama-benchy's progress as signals, a clean cancel, the run stored.
+
+The runner blocks for the whole run (minutes) and is cancelled from the GUI
+thread through ``cancel()``, which the core runner allows from any thread.
+Once it ends, the outcome becomes a history record (with the telemetry
+summary of its time window) and is stored, all in the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+import shiboken6
+from PySide6.QtCore import QObject, Signal
+
+from sparksync.core.bench.history import HistoryStore
+from sparksync.core.bench.record import RunRecord
+from sparksync.core.bench.recording import inference_record, store
+from sparksync.core.bench.run_telemetry import with_run_telemetry
+from sparksync.core.bench.runner import BenchOutcome, BenchRequest, BenchRunner
+from sparksync.core.errors import SparkSyncError
+
+log = logging.getLogger(__name__)
+
+
+class BenchJob(QObject):
+    progressed = Signal(object)  # BenchProgress
+    finished = Signal(object)  # the stored RunRecord (complete, partial or failed)
+    failed = Signal(str)  # nothing was stored: the run could not start
+
+    def __init__(self, request: BenchRequest, history_path: Path | None = None, parent: QObject | None = None):
+        super().__init__(parent)
+        self.request = request
+        self.history_path = history_path
+        self.runner = BenchRunner(request, on_progress=self._on_runner_progress)
+        self.thread = threading.Thread(target=self._run, name="bench-run", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def cancel(self) -> None:
+        self.runner.cancel()
+
+    def is_running(self) -> bool:
+        return self.thread.is_alive()
+
+    def wait(self, timeout: float = 60.0) -> bool:
+        """For tests and shutdown only: never from a slot."""
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def _run(self) -> None:
+        try:
+            outcome = self.runner.run()
+            record = with_engine_from_server(inference_record(self.request, outcome), outcome)
+            record = store(HistoryStore(self.history_path), with_run_telemetry(record))
+        except SparkSyncError as exc:
+            self._emit(self.failed, str(exc))
+        except Exception as exc:
+            log.exception("benchmark run crashed")
+            self._emit(self.failed, f"the benchmark failed with an internal error ({exc}). Please report this bug.")
+        else:
+            self._emit(self.finished, record)
+
+    def _on_runner_progress(self, progress) -> None:
+        self._emit(self.progressed, progress)
+
+    def _emit(self, signal, value) -> None:
+        if shiboken6.isValid(self):
+            try:
+                signal.emit(value)
+            except RuntimeError:
+                log.debug("benchmark run ended after its panel was deleted")
+
+
+def with_engine_from_server(record: RunRecord, outcome: BenchOutcome) -> RunRecord:
+    """The engine and its version as the server reports them (llama.cpp's build), as `bench run` records."""
+    facts, ctx = outcome.preflight.facts, record.context
+    updates = {}
+    if ctx.engine_version is None and facts.build_info:
+        updates["engine_version"] = facts.build_info
+    if ctx.engine is None and facts.owned_by:
+        updates["engine"] = facts.owned_by
+    return record.model_copy(update={"context": ctx.model_copy(update=updates)}) if updates else record

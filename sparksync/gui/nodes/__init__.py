@@ -1,0 +1,1 @@
+"""The Nodes panel: the node list, pairing, unpairing, renaming and deploy progress."""

@@ -1,0 +1,1 @@
+"""The tray icon, its menu and the notifications it shows."""

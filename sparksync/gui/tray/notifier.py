@@ -1,0 +1,59 @@
+"""Notifications (a node went offline or came back, a workload failed, a benchmark finished), through one door.
+
+With a tray icon they pop up from the tray; without one (no system tray on
+this desktop, or tests) they go to the window's status bar. Either way
+``shown`` is emitted, and the log gets the line.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QStatusBar, QSystemTrayIcon
+
+log = logging.getLogger(__name__)
+
+MESSAGE_MS = 10_000
+_ICONS = {
+    "info": QSystemTrayIcon.MessageIcon.Information,
+    "warning": QSystemTrayIcon.MessageIcon.Warning,
+    "error": QSystemTrayIcon.MessageIcon.Critical,
+}
+
+
+class Notifier(QObject):
+    shown = Signal(str, str, str)  # title, message, where ("tray" or "status bar")
+
+    def __init__(self, status_bar: QStatusBar, parent: QObject | None = None):
+        super().__init__(parent)
+        self.status_bar = status_bar
+        self.tray: QSystemTrayIcon | None = None
+
+    def set_tray(self, tray: QSystemTrayIcon | None) -> None:
+        self.tray = tray
+
+    def notify(self, title: str, message: str, level: str = "info") -> str:
+        log.log(logging.WARNING if level != "info" else logging.INFO, "%s: %s", title, message)
+        if self.tray is not None and self.tray.isVisible():
+            self.tray.showMessage(title, message, _ICONS.get(level, _ICONS["info"]), MESSAGE_MS)
+            where = "tray"
+        else:
+            self.status_bar.showMessage(f"{title}: {message}")
+            where = "status bar"
+        self.shown.emit(title, message, where)
+        return where
+
+    # --- the events the app tells about -----------------------------------------------------
+
+    def node_offline(self, name: str, reason: str | None) -> str:
+        return self.notify(f"{name} is offline", reason or "It stopped answering.", "warning")
+
+    def node_online(self, name: str) -> str:
+        return self.notify(f"{name} is online again", "It answers and streams its telemetry.")
+
+    def workload_failed(self, name: str, reason: str) -> str:
+        return self.notify(f"Workload {name} failed", reason, "error")
+
+    def benchmark_finished(self, name: str, summary: str) -> str:
+        return self.notify(f"Benchmark {name} finished", summary)

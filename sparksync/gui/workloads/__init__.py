@@ -1,0 +1,1 @@
+"""The Workloads tab: launch recipes on node groups, watch their ranks, logs, stop and restart."""

@@ -1,0 +1,105 @@
+"""Running workloads as a tree: one row per workload, one child per process with its node and state."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem, QWidget
+
+from sparksync.core.workloads.running import RankView
+from sparksync.core.workloads.workload_control import WorkloadRow
+
+COLUMNS = ["Workload / process", "Node", "State", "Tok/s", "Detail"]
+ID_ROLE = Qt.ItemDataRole.UserRole  # the workload id
+NAME_ROLE = Qt.ItemDataRole.UserRole + 1  # the process name; None on a workload row
+STATE_COLOURS = {"ready": "#76b900", "failed": "#c0392b", "lost": "#c0392b", "unreachable": "#f0a020",
+                 "starting": "#3498db", "restarting": "#f0a020"}  # fmt: skip
+
+
+class WorkloadTable(QTreeWidget):
+    selection_moved = Signal(object)  # (workload id, process name or None), or None
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("workloads")
+        self.setColumnCount(len(COLUMNS))
+        self.setHeaderLabels(COLUMNS)
+        self.setColumnWidth(0, 340)
+        self.rows: list[WorkloadRow] = []
+        self.currentItemChanged.connect(
+            lambda current, _previous: self.selection_moved.emit(self.key(current))
+        )
+
+    def show_rows(self, rows: list[WorkloadRow]) -> None:
+        """Rebuild from the latest reading, keeping what was selected and which workloads were folded."""
+        selected = self.key(self.currentItem())
+        folded = {self.key(self.topLevelItem(i)) for i in range(self.topLevelItemCount())
+                  if not self.topLevelItem(i).isExpanded()}  # fmt: skip
+        self.rows = list(rows)
+        self.blockSignals(True)
+        self.clear()
+        for row in rows:
+            top = self._workload_item(row)
+            top.setExpanded((row.view.workload_id, None) not in folded)
+            for rank in sorted(row.view.ranks, key=lambda r: (r.ref.group, r.ref.rank)):
+                self._rank_item(top, row.view.workload_id, rank)
+        self._select(selected)
+        self.blockSignals(False)
+
+    def _workload_item(self, row: WorkloadRow) -> QTreeWidgetItem:
+        view = row.view
+        rate = "-" if row.decode_tps is None else f"{row.decode_tps:,.1f}"
+        endpoints = ", ".join(f"http://{e.host}:{e.port} on {e.node}" for e in view.record.endpoints)
+        item = QTreeWidgetItem(self, [view.workload_id, ", ".join(view.record.nodes()), view.state, rate,
+                                      endpoints])  # fmt: skip
+        item.setData(0, ID_ROLE, view.workload_id)
+        _colour(item, view.state)
+        return item
+
+    def _rank_item(self, top: QTreeWidgetItem, workload_id: str, rank: RankView) -> QTreeWidgetItem:
+        detail = "" if rank.state in ("ready", "starting") else rank.why()
+        if rank.status is not None and rank.status.pid and not detail:
+            detail = f"pid {rank.status.pid}"
+        item = QTreeWidgetItem(top, [f"rank {rank.ref.rank}: {rank.ref.name}", rank.ref.node, rank.state, "",
+                                     detail])  # fmt: skip
+        item.setData(0, ID_ROLE, workload_id)
+        item.setData(0, NAME_ROLE, rank.ref.name)
+        item.setToolTip(4, detail)
+        _colour(item, rank.state)
+        return item
+
+    def _select(self, key) -> None:
+        if key is None:
+            return
+        for item in self._items():
+            if self.key(item) == key:
+                self.setCurrentItem(item)
+                return
+
+    def _items(self) -> list[QTreeWidgetItem]:
+        found = []
+        for i in range(self.topLevelItemCount()):
+            top = self.topLevelItem(i)
+            found.append(top)
+            found += [top.child(j) for j in range(top.childCount())]
+        return found
+
+    @staticmethod
+    def key(item: QTreeWidgetItem | None):
+        return None if item is None else (item.data(0, ID_ROLE), item.data(0, NAME_ROLE) or None)
+
+    def select(self, workload_id: str, name: str | None = None) -> None:
+        """Select a workload (or one of its processes); tells ``selection_moved``."""
+        self._select((workload_id, name))
+
+    def state_of(self, workload_id: str, name: str | None = None) -> str | None:
+        for item in self._items():
+            if self.key(item) == (workload_id, name):
+                return item.text(2)
+        return None
+
+
+def _colour(item: QTreeWidgetItem, state: str) -> None:
+    colour = STATE_COLOURS.get(state)
+    if colour:
+        item.setForeground(2, QColor(colour))

@@ -1,0 +1,238 @@
+"""The tray: menu actions call the core, the tooltip and icon follow the cluster, notifications."""
+
+from __future__ import annotations
+
+import pytest
+from sparksync_agent.protocol import Sample
+
+from sparksync.core.cluster_summary import ClusterSummary, Health
+from sparksync.core.node_rows import NodeRow, NodeState
+from tests.core.dashboard_samples import memory
+from tests.gui.fake_core import FakeActions
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def tray_for(qtbot):
+    made = []
+
+    def make(fake, summary=None, benchmarks=None):
+        summary = summary or ClusterSummary(6, 8, 412e9, 38.0)
+        from PySide6.QtWidgets import QStatusBar
+
+        from sparksync.gui.tray.notifier import Notifier
+        from sparksync.gui.tray.tray import Tray
+        from sparksync.gui.workers import Jobs
+
+        bar = QStatusBar()
+        qtbot.addWidget(bar)
+        calls = {"dashboard": 0, "pair": 0, "quit": 0, "urls": []}
+        jobs = Jobs()
+        tray = Tray(
+            fake, jobs, Notifier(bar),
+            summary=lambda: summary, summary_text=lambda s: s.text(),
+            open_dashboard=lambda: calls.__setitem__("dashboard", calls["dashboard"] + 1),
+            pair_new_node=lambda: calls.__setitem__("pair", calls["pair"] + 1),
+            quit_app=lambda: calls.__setitem__("quit", calls["quit"] + 1),
+            open_url=calls["urls"].append, benchmarks=benchmarks,
+        )  # fmt: skip
+        tray.calls, tray.bar = calls, bar
+        made.append(tray)
+        return tray
+
+    yield make
+    for tray in made:
+        tray.hide()
+        assert tray.jobs.wait(30)
+
+
+def test_the_tooltip_and_icon_follow_the_summary(tray_for):
+    tray = tray_for(FakeActions())
+    tray.refresh()
+    assert tray.tooltip() == "SparkSync: 6/8 online, 412 GB used, 38 tok/s" and tray.health is Health.DEGRADED
+    from sparksync.gui.tray.icons import health_icon
+
+    assert tray.icon.icon().cacheKey() == health_icon(Health.DEGRADED).cacheKey()
+    online = tray_for(FakeActions(), ClusterSummary(2, 2, 1e9, None))
+    online.refresh()
+    assert online.health is Health.ONLINE and online.tooltip() == "SparkSync: 2/2 online, 1 GB used"
+    assert online.icon.icon().cacheKey() == health_icon(Health.ONLINE).cacheKey()
+    assert health_icon(Health.ONLINE).cacheKey() != health_icon(Health.OFFLINE).cacheKey()
+
+
+def test_menu_actions_call_the_core(qtbot, tray_for):
+    fake = FakeActions(["n1", "n2"])
+    tray = tray_for(fake)
+    tray.set_nodes(["n1", "n2"])
+    with qtbot.waitSignal(tray.jobs.finished, timeout=10_000):
+        tray.load_apps()
+    actions = tray.menu_actions
+    assert {"node:n1:terminal", "node:n1:app:DGX Dashboard", "node:n2:app:Jupyter"} <= set(actions)
+
+    with qtbot.waitSignal(tray.jobs.finished, timeout=10_000):
+        actions["connect_all"].trigger()
+    assert fake.called("connect_all") == [()] and tray.bar.currentMessage() == "Connected 2 of 2 nodes."
+    with qtbot.waitSignal(tray.jobs.finished, timeout=10_000):
+        actions["node:n2:terminal"].trigger()
+    assert fake.called("open_terminal") == [("n2",)]
+    with qtbot.waitSignal(tray.jobs.finished, timeout=10_000):
+        tray.menu_actions["node:n1:app:DGX Dashboard"].trigger()
+    assert fake.called("open_app") == [("n1", "DGX Dashboard")]
+    assert tray.calls["urls"] == ["http://127.0.0.1:45678/"]  # the tunnel's local end, in the browser
+    assert tray.menu_actions["node:n1:app:DGX Dashboard"].text() == "Close DGX Dashboard"
+    with qtbot.waitSignal(tray.jobs.finished, timeout=10_000):
+        tray.menu_actions["node:n1:app:DGX Dashboard"].trigger()
+    assert fake.called("close_app") == [("n1", "DGX Dashboard")]
+    with qtbot.waitSignal(tray.jobs.finished, timeout=10_000):
+        tray.menu_actions["disconnect_all"].trigger()
+    assert fake.called("disconnect_all") == [()]
+
+    for key in ("open_dashboard", "pair", "quit"):
+        tray.menu_actions[key].trigger()
+    assert (tray.calls["dashboard"], tray.calls["pair"], tray.calls["quit"]) == (1, 1, 1)
+    for key in ("last_workload", "last_benchmark"):
+        assert not tray.menu_actions[key].isEnabled() and "not available" in tray.menu_actions[key].toolTip()
+
+
+def test_a_failing_action_is_reported(qtbot, tray_for):
+    from sparksync.core.terminal import TerminalError
+
+    fake = FakeActions(["n1"])
+    fake.fail["open_terminal"] = TerminalError("No terminal program was found.")
+    tray = tray_for(fake)
+    tray.set_nodes(["n1"])
+    with qtbot.waitSignal(tray.notifier.shown, timeout=10_000) as shown:
+        tray.menu_actions["node:n1:terminal"].trigger()
+    assert shown.args == ["SparkSync", "No terminal program was found.", "status bar"]
+    assert "No terminal program" in tray.bar.currentMessage()
+
+
+def test_a_node_going_offline_and_coming_back_is_notified_once_each(qtbot, tray_for):
+    tray = tray_for(FakeActions())
+    shown = []
+    tray.notifier.shown.connect(lambda *args: shown.append(args))
+
+    def rows(state):
+        return [NodeRow("paired:n1", "n1", "10.0.0.1", state, "no answer to keepalives", None, True)]
+
+    tray.on_rows_changed(rows(NodeState.OFFLINE))  # first seen offline: not news
+    tray.on_rows_changed(rows(NodeState.ONLINE))
+    tray.on_rows_changed(rows(NodeState.OFFLINE))
+    tray.on_rows_changed(rows(NodeState.OFFLINE))
+    tray.on_rows_changed(rows(NodeState.DEGRADED))  # reachable again, but not well yet
+    tray.on_rows_changed(rows(NodeState.ONLINE))
+    tray.on_rows_changed(rows(NodeState.ONLINE))
+    tray.on_rows_changed(rows(NodeState.OFFLINE))
+    tray.on_rows_changed(rows(NodeState.ONLINE))
+    offline = ("n1 is offline", "no answer to keepalives", "status bar")
+    online = ("n1 is online again", "It answers and streams its telemetry.", "status bar")
+    assert shown == [offline, online, offline, online]
+
+
+def test_the_window_computes_the_tooltip_from_what_the_dashboard_holds(qtbot, home):
+    import time
+
+    from sparksync.core.nodes import LocalNode
+    from sparksync.gui.main_window import MainWindow
+    from sparksync.gui.tray.setup import install_tray
+
+    win = MainWindow(LocalNode(), actions=FakeActions())
+    tray = install_tray(win, available=True, open_url=lambda url: None)
+    now = time.time()
+    for i in range(3):
+        win._on_feed_sample_received(
+            "this computer", Sample(seq=i + 1, ts=now - 2 + i, memory=memory(412e9 - i))
+        )
+    win.model.add_tokens("llama", now + 0.5, 38.0)
+    tray.refresh()
+    assert tray.tooltip() == "SparkSync: 1/1 online, 412 GB used, 38 tok/s" and tray.health is Health.ONLINE
+    with qtbot.waitSignal(win.shut_down, timeout=15_000):
+        win.quit()
+    win.deleteLater()
+
+
+# --- the last benchmark ---------------------------------------------------------------------------------
+
+
+def test_run_last_benchmark_is_enabled_once_a_run_is_stored(qtbot, tray_for, tmp_path):
+    from sparksync.core.bench.history import HistoryStore
+    from sparksync.core.bench.recording import store
+    from sparksync.gui.benchmarks.benchmarks_panel import BenchmarksPanel
+    from sparksync.gui.tray.tray import NO_LAST_BENCHMARK
+    from tests.core.bench.records import inference_run
+
+    path = tmp_path / "bench.sqlite3"
+    panel = BenchmarksPanel(path)
+    qtbot.addWidget(panel)
+    with qtbot.waitSignal(panel.jobs.finished, timeout=10_000):
+        tray = tray_for(FakeActions(), benchmarks=panel)  # asks the history whether a run exists
+    entry = tray.menu_actions["last_benchmark"]
+    assert not entry.isEnabled() and entry.toolTip() == NO_LAST_BENCHMARK
+    assert not path.exists()  # asking does not create the history file
+
+    store(HistoryStore(path), inference_run(1, 11.86, 1500.0))
+    with qtbot.waitSignal(panel.last_run_changed, timeout=10_000):
+        panel.read_last_run()
+    assert tray.menu_actions["last_benchmark"].isEnabled()
+    assert panel.wait(10)
+
+
+@pytest.mark.slow
+def test_the_trays_run_last_benchmark_runs_it_again_and_each_end_is_notified(
+    qtbot, home, fake_server, tokenizer_json
+):
+    from sparksync.core.bench.endpoint import Endpoint
+    from sparksync.core.bench.profile import BenchProfile
+    from sparksync.core.bench.runner import BenchRequest
+    from sparksync.gui.main_window import MainWindow
+    from sparksync.gui.tray.setup import install_tray
+
+    win = MainWindow([], actions=FakeActions())
+    tray = install_tray(win, available=True, open_url=lambda url: None)
+    finished = []
+    win.notifier.shown.connect(lambda title, message, _where: finished.append((title, message))
+                               if title.startswith("Benchmark") else None)  # fmt: skip
+    assert not tray.menu_actions["last_benchmark"].isEnabled()  # nothing stored in this SPARKSYNC_HOME
+
+    request = BenchRequest(
+        Endpoint.parse(fake_server.base_url),
+        fake_server.settings.model,
+        tokenizer_json,
+        BenchProfile.build(pp=(64,), tg=(16,), runs=2),
+    )
+    with qtbot.waitSignal(win.benchmarks.run_finished, timeout=180_000) as first:
+        win.benchmarks.start_run(request)
+    qtbot.waitUntil(lambda: tray.menu_actions["last_benchmark"].isEnabled(), timeout=10_000)
+    with qtbot.waitSignal(win.benchmarks.run_finished, timeout=180_000) as again:
+        tray.menu_actions["last_benchmark"].trigger()
+    a, b = first.args[0], again.args[0]
+    assert b.id != a.id and b.status == "complete" and (b.endpoint, b.profile) == (a.endpoint, a.profile)
+    model = fake_server.settings.model
+    assert [title for title, _ in finished] == [
+        f"Benchmark {a.id} ({model}) finished",
+        f"Benchmark {b.id} ({model}) finished",
+    ]
+    assert finished[1][1].startswith("decode ") and "tok/s, prefill " in finished[1][1]
+    assert win.benchmarks.wait(30)
+    with qtbot.waitSignal(win.shut_down, timeout=15_000):
+        win.quit()
+    win.deleteLater()
+
+
+def test_a_failed_run_last_from_the_tray_is_notified(qtbot, tray_for, tmp_path):
+    from sparksync.core.bench.history import HistoryStore
+    from sparksync.core.bench.recording import store
+    from sparksync.gui.benchmarks.benchmarks_panel import BenchmarksPanel
+    from tests.core.bench.records import inference_run
+
+    path = tmp_path / "bench.sqlite3"
+    store(HistoryStore(path), inference_run(1, 11.86, 1500.0))  # no tokenizer recorded: cannot be repeated
+    panel = BenchmarksPanel(path)
+    qtbot.addWidget(panel)
+    tray = tray_for(FakeActions(), benchmarks=panel)
+    qtbot.waitUntil(lambda: tray.menu_actions["last_benchmark"].isEnabled(), timeout=10_000)
+    with qtbot.waitSignal(tray.notifier.shown, timeout=10_000) as shown:
+        tray.menu_actions["last_benchmark"].trigger()
+    assert shown.args[0] == "SparkSync" and "run it from the dialog" in shown.args[1]
+    assert panel.wait(10)

@@ -1,0 +1,169 @@
+"""The window around the dashboard: tabs, close to tray, settings, errors in the status bar."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparksync.core.autostart import autostart_dir
+from sparksync.core.errors import SparkSyncError
+from sparksync.core.nodes import LocalNode
+from sparksync.core.settings import AppSettings, Theme, load_settings, settings_path
+from tests.gui.fake_core import FakeActions
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def window_for(qtbot, home):
+    made = []
+
+    def make(actions=None, settings=None, tray=False):
+        from sparksync.gui.main_window import MainWindow
+        from sparksync.gui.tray.setup import install_tray
+
+        win = MainWindow(LocalNode(), actions=actions or FakeActions(["n1"]), settings=settings)
+        if tray:
+            install_tray(win, available=True, open_url=lambda url: None)
+        win.show()
+        made.append(win)
+        return win
+
+    yield make
+    for win in made:
+        if win.is_running() or win.isVisible():
+            win.quit()
+        qtbot.waitUntil(lambda win=win: not win.is_running(), timeout=15_000)
+        assert win.jobs.wait(30)
+        win.deleteLater()
+
+
+def test_tabs_and_placeholders_say_what_they_will_show(window_for):
+    win = window_for()
+    titles = [win.tabs.tabText(i) for i in range(win.tabs.count())]
+    assert titles == ["Dashboard", "Nodes", "Workloads", "Benchmarks", "Topology"]
+    assert win.tabs.widget(2) is win.workloads
+    assert win.tabs.widget(3) is win.benchmarks and win.tabs.widget(4) is win.topology
+    assert set(win.placeholders) == set()
+
+
+def test_closing_with_a_tray_hides_says_so_once_and_quit_ends(qtbot, window_for):
+    win = window_for(tray=True)
+    shown = []
+    win.notifier.shown.connect(lambda *args: shown.append(args))
+    win.close()
+    assert not win.isVisible() and not win._closing
+    assert [s[0] for s in shown] == ["SparkSync is still running"]
+    qtbot.waitUntil(lambda: settings_path().exists() and load_settings().tray_hint_shown, timeout=10_000)
+    win.show_dashboard()
+    assert win.isVisible()
+    win.close()
+    assert len(shown) == 1 and not win.isVisible()  # said once only
+    with qtbot.waitSignal(win.shut_down, timeout=15_000):
+        win.quit()
+    assert win.actions.called("close") == [()]  # tunnels, scripts and links closed on the way out
+
+
+def test_the_hint_is_not_repeated_in_a_later_session(qtbot, window_for):
+    win = window_for(settings=AppSettings(tray_hint_shown=True), tray=True)
+    shown = []
+    win.notifier.shown.connect(lambda *args: shown.append(args))
+    win.close()
+    assert not win.isVisible() and shown == []
+
+
+def test_without_a_tray_closing_quits(qtbot, window_for):
+    win = window_for(tray=False)
+    with qtbot.waitSignal(win.shut_down, timeout=15_000):
+        win.close()
+    assert win.actions.called("close") == [()]
+
+
+def test_settings_apply_persist_and_write_the_autostart_entry(qtbot, window_for):
+    win = window_for()
+    dialog = win.open_settings()
+    qtbot.waitUntil(lambda: dialog.keyring.text() != "checking…", timeout=10_000)
+    assert "not usable" in dialog.keyring.text() and "no Secret Service" in dialog.keyring.text()
+    dialog.window.setCurrentIndex(dialog.window.findData(3600.0))
+    dialog.theme.setCurrentIndex(dialog.theme.findData("dark"))
+    dialog.sample_hz.setValue(5.0)
+    dialog.start_at_login.setChecked(True)
+    dialog.accept()
+    assert win.dashboard.window_s == 3600.0
+    entry = autostart_dir() / "sparksync.desktop"
+    qtbot.waitUntil(lambda: entry.exists() and settings_path().exists(), timeout=10_000)
+    saved = load_settings()
+    assert (saved.window_s, saved.theme, saved.sample_hz, saved.start_at_login) == (
+        3600.0,
+        Theme.DARK,
+        5.0,
+        True,
+    )
+    again = win.open_settings()
+    again.start_at_login.setChecked(False)
+    again.accept()
+    qtbot.waitUntil(lambda: not entry.exists(), timeout=10_000)
+    assert load_settings().start_at_login is False
+
+
+def test_a_new_window_starts_with_the_saved_settings(window_for):
+    win = window_for(settings=AppSettings(window_s=60.0))
+    assert win.dashboard.window_s == 60.0
+
+
+def test_unreadable_settings_are_never_overwritten(qtbot, window_for):
+    win = window_for()
+    win.settings_writable = False
+    win.apply_settings(AppSettings(window_s=60.0))
+    assert "not saved" in win.statusBar().currentMessage() and not settings_path().exists()
+
+
+def test_errors_from_the_core_appear_in_the_status_bar(qtbot, window_for):
+    fake = FakeActions(["n1"])
+    fake.fail["rename"] = SparkSyncError("A node named 'n2' is already paired; choose another name.")
+    win = window_for(fake)
+    with qtbot.waitSignal(win.jobs.finished, timeout=10_000):
+        win.nodes_panel.rename("n1", "n2")
+    assert (
+        win.statusBar().currentMessage() == "Error: A node named 'n2' is already paired; choose another name."
+    )
+
+
+def test_pair_from_the_menu_opens_the_dialog_on_the_nodes_tab(qtbot, window_for):
+    win = window_for()
+    win.menu_actions["pair"].trigger()
+    assert win.tabs.currentWidget() is win.nodes_panel and win.nodes_panel.pair_dialog.isVisible()
+    win.nodes_panel.pair_dialog.reject()
+
+
+def test_custom_apps_are_added_and_removed_through_the_core_and_reach_the_tray(qtbot, window_for):
+    fake = FakeActions(["n1"])
+    win = window_for(fake, tray=True)
+    win.tray.set_nodes(["n1"])
+    dialog = win.open_custom_apps()
+    qtbot.waitUntil(lambda: dialog.list.count() == 2, timeout=10_000)
+    dialog.name.setText("Grafana")
+    dialog.port.setValue(3000)
+    dialog.path.setText("no-slash")
+    assert not dialog.add() and "browser_path" in dialog.error.text()
+    dialog.path.setText("/d")
+    assert dialog.add()
+    qtbot.waitUntil(lambda: "node:n1:app:Grafana" in win.tray.menu_actions, timeout=10_000)
+    assert fake.called("add_app") == [("Grafana",)]
+    qtbot.waitUntil(lambda: dialog.list.count() == 3, timeout=10_000)
+    dialog.list.setCurrentRow(0)  # the DGX Dashboard: built in
+    assert not dialog.remove_selected()
+    dialog.list.setCurrentRow(2)
+    assert dialog.remove_selected()
+    qtbot.waitUntil(lambda: "node:n1:app:Grafana" not in win.tray.menu_actions, timeout=10_000)
+    assert fake.called("remove_app") == [("Grafana",)]
+
+
+def test_the_memory_unit_picked_on_the_dashboard_is_remembered(qtbot, window_for):
+    from sparksync.core.units import MemoryUnit
+
+    win = window_for()
+    win.dashboard.set_memory_unit(MemoryUnit.GIB)
+    qtbot.waitUntil(
+        lambda: settings_path().exists() and load_settings().memory_unit is MemoryUnit.GIB, timeout=10_000
+    )
+    assert window_for(settings=load_settings()).dashboard.memory_unit is MemoryUnit.GIB
