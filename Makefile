@@ -7,14 +7,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export SPARKSYNC_DEV := 1
 
-.PHONY: run test perf setup system-deps engines clean
+.PHONY: run test perf dist setup system-deps engines clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml agent/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ./agent[gpu] -e .[gui,test,perf,bench]
+	$(PY) -m pip install -q -e ./agent[gpu] -e .[gui,test,perf,bench,dist]
 	touch $(STAMP)
 
 system-deps:
@@ -32,6 +32,10 @@ test: setup system-deps engines
 
 perf: setup system-deps engines
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m perf -s -p no:randomly tests/perf $(PYTEST_ARGS)
+
+# The desktop app (PyInstaller, one folder) wrapped into dist/sparksync_<version>_<arch>.deb
+dist: setup system-deps
+	$(PY) packaging/deb/build_deb.py --out dist
 
 clean:
 	rm -rf $(VENV) build dist

@@ -17,6 +17,20 @@ packages=(
   avahi-daemon      # perf: the daemon avahi-browse asks
   xvfb              # screenshots of the app on a virtual X screen
   xauth             # xvfb-run needs it
+  # make dist and its smoke test: build, check and inspect the .deb
+  dpkg-dev          # dpkg-shlibdeps works out the package's Depends
+  binutils          # strip
+  patchelf          # drops build-machine RUNPATHs from the bundle
+  libpython3-dev    # the shared libpython PyInstaller bundles, for Debian's own python3
+  desktop-file-utils  # desktop-file-validate
+  appstream         # appstreamcli validate
+  lintian           # the smoke test checks the .deb with it
+  # the system libraries the packaged app links (its Depends; dpkg-shlibdeps
+  # must find them at build time): Qt's xcb and Wayland platform plugins, GL
+  libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 libxcb-randr0
+  libxcb-render-util0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0
+  libwayland-client0 libwayland-cursor0 libwayland-egl1 libegl1 libgl1
+  libfontconfig1 libdbus-1-3
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,4 +1,4 @@
-"""``sparksync bundle build | verify``: offline agent bundles.
+"""``sparksync bundle build | verify | list``: offline agent bundles.
 
 ``build`` needs the internet (or a pip mirror); what it makes lets a node
 install the agent with none. By default it writes into the cache folder that
@@ -26,6 +26,9 @@ from sparksync.core.bundle import (
     Target,
     build_bundle,
     bundles_dir,
+    find_cached,
+    find_shipped,
+    shipped_dirs,
     verify_bundle,
 )
 from sparksync.core.bundle.cache import offline_message
@@ -80,6 +83,26 @@ def build(platform: str, python: str, output: Path | None, agent_wheel: Path | N
 def verify(file: Path, as_json: bool) -> None:
     """Check a bundle: manifest, every checksum, no extra or missing file, wheel tags fit the target."""
     _report(file, verify_bundle(file), as_json)
+
+
+@bundle.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the bundles and folders as one JSON document.")
+def list_bundles(as_json: bool) -> None:
+    """The sound bundles deploy can use without building: the cache's, then those shipped with the app."""
+    found = [
+        {"platform": t.platform, "python": t.python, "source": source, "path": str(path)}
+        for t in (Target(p, py) for p in PLATFORMS for py in PYTHONS)
+        for source, path in (("cache", find_cached(t)), ("shipped", find_shipped(t)))
+        if path is not None
+    ]
+    if as_json:
+        folders = {"cache": str(bundles_dir()), "shipped": [str(d) for d in shipped_dirs()]}
+        click.echo(json.dumps({"bundles": found, **folders}, indent=2))
+        return
+    for entry in found:
+        click.echo(f"{entry['platform']} Python {entry['python']}  {entry['source']:7}  {entry['path']}")
+    if not found:
+        click.echo(f"no agent bundles; deploy builds them into {bundles_dir()} (needs the internet)")
 
 
 def _progress(line: str) -> None:

@@ -12,12 +12,18 @@ import logging
 import click
 
 from sparksync import __version__
+from sparksync.cli.apps import app
 from sparksync.cli.bench import bench
 from sparksync.cli.bundle import bundle
+from sparksync.cli.deploy import deploy
+from sparksync.cli.engine import engine
 from sparksync.cli.node import node
+from sparksync.cli.node_manage import add_node_commands
 from sparksync.cli.pair import add_pair_commands
 from sparksync.cli.plan import plan
+from sparksync.cli.settings import settings
 from sparksync.cli.switchyard import switchyard
+from sparksync.cli.workload import workload
 from sparksync.core.errors import SparkSyncError
 
 
@@ -42,11 +48,17 @@ def cli(verbose: int) -> None:
 
 
 add_pair_commands(node)
+add_node_commands(node)
+node.add_command(deploy)
 cli.add_command(node)
 cli.add_command(bench)
 cli.add_command(bundle)
 cli.add_command(plan)
 cli.add_command(switchyard)
+cli.add_command(app)
+cli.add_command(settings)
+cli.add_command(workload)
+cli.add_command(engine)
 
 
 def main(argv: list[str] | None = None) -> None:

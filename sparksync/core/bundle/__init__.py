@@ -6,7 +6,14 @@ The archive format is described in ``archive.py``.
 """
 
 from sparksync.core.bundle.build import build_bundle
-from sparksync.core.bundle.cache import add_to_cache, bundles_dir, cached_path, ensure_bundle, find_cached
+from sparksync.core.bundle.cache import (
+    add_to_cache,
+    bundles_dir,
+    cached_path,
+    ensure_bundle,
+    find_available,
+    find_cached,
+)
 from sparksync.core.bundle.errors import (
     BundleBuildError,
     BundleError,
@@ -17,6 +24,7 @@ from sparksync.core.bundle.errors import (
 from sparksync.core.bundle.install import install_command
 from sparksync.core.bundle.manifest import BundleManifest
 from sparksync.core.bundle.platforms import DEFAULT_PLATFORM, DEFAULT_PYTHON, PLATFORMS, PYTHONS, Target
+from sparksync.core.bundle.shipped import SHIPPED_TARGETS, find_shipped, shipped_dirs
 from sparksync.core.bundle.verify import verify_bundle
 
 __all__ = [
@@ -24,6 +32,7 @@ __all__ = [
     "DEFAULT_PYTHON",
     "PLATFORMS",
     "PYTHONS",
+    "SHIPPED_TARGETS",
     "BundleBuildError",
     "BundleError",
     "BundleManifest",
@@ -36,7 +45,10 @@ __all__ = [
     "bundles_dir",
     "cached_path",
     "ensure_bundle",
+    "find_available",
     "find_cached",
+    "find_shipped",
     "install_command",
+    "shipped_dirs",
     "verify_bundle",
 ]
