@@ -27,6 +27,7 @@ from sparksync.core.client_key import ClientKey
 from sparksync.core.deploy.health import current_answer
 from sparksync.core.deploy.layout import LAYOUT
 from sparksync.core.deploy.many import deploy_many, summary_table
+from sparksync.core.deploy.prechecks import space_needed
 from sparksync.core.fleet.state import NodeState
 from sparksync.core.fleet.store import NodeStateStore
 from sparksync.core.deploy.model import DeployOptions, Outcome, ProgressEvent, Stage
@@ -284,8 +285,11 @@ def test_a_full_disk_is_refused_before_upload_and_enospc_during_upload_leaves_no
     (name,) = pair_all(ssh_lab, client_key)
     user = ssh_lab.user(node)
     home, entry = str(home_of(user)), pwd.getpwnam(user)
-    # A small disk for the node's home, seen by its SSH sessions (the sshd's mount namespace).
-    mounted = in_node_mounts(ssh_lab, node, MOUNT_TMPFS, home, "96m", str(entry.pw_uid), str(entry.pw_gid))
+    # A small disk for the node's home, seen by its SSH sessions (the sshd's mount namespace):
+    # just big enough to pass the free-space check, so the upload itself can run out of room.
+    needed = space_needed(bundle.stat().st_size, upload=True, install=True)
+    size = f"{needed // 2**20 + 16}m"
+    mounted = in_node_mounts(ssh_lab, node, MOUNT_TMPFS, home, size, str(entry.pw_uid), str(entry.pw_gid))
     assert mounted.returncode == 0, mounted.stderr
     try:
         with links_for(ssh_lab, client_key) as links:
