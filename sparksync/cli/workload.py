@@ -7,6 +7,8 @@
     sparksync workload logs ID [--rank N] [--follow]
     sparksync workload watch ID            # stops the rest when one rank fails
     sparksync workload stop ID
+    sparksync workload baseline show       # one-node training baselines, for scaling efficiency
+    sparksync workload baseline set torchrun@3fa2c19b 8737
 
 Progress goes to stderr; the result (workload id and ranks) to stdout.
 Ctrl-C while starting stops what was started.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,14 +28,24 @@ import click
 from sparksync_agent.protocol import LogLine, RankStatus
 
 from sparksync.core.agent_client import LogGap
+from sparksync.core.errors import SparkSyncError
 from sparksync.core.fleet.remote_node import default_fleet
 from sparksync.core.workloads import running
 from sparksync.core.workloads.agents import FleetAgents
+from sparksync.core.workloads.baseline import BaselineStore
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.fabric_settings import load_fabric_settings
 from sparksync.core.workloads.launch_request import parse_settings, resolve
 from sparksync.core.workloads.orchestrator import Orchestrator, Progress
+from sparksync.core.workloads.training_scaling import (
+    GroupScaling,
+    record_baselines,
+    record_before_stop,
+    scaling,
+)
 from sparksync.core.workloads.workload_store import WorkloadStore
+
+SCALING_EVERY_S = 10.0
 
 
 @click.group()
@@ -88,17 +101,22 @@ def list_(as_json: bool) -> None:
         click.echo(json.dumps({"workloads": []}) if as_json else "no workloads (start one with "
                    "`sparksync workload start RECIPE --nodes ...`)")  # fmt: skip
         return
+    baselines = BaselineStore()
     with _agents() as agents:
         views = [running.view(agents, r) for r in records]
         rates = [running.tokens(agents, r) for r in records]
+        for v in views:  # an ended one-node training run becomes its setup's baseline
+            _record_baselines(agents, v, baselines)
+    scales = [scaling(v, t, baselines) for v, t in zip(views, rates)]
     if as_json:
-        docs = [_view_json(v) | {"decode_tps": t.decode_tps, "prefill_tps": t.prefill_tps}
-                for v, t in zip(views, rates)]  # fmt: skip
+        docs = [_view_json(v) | {"decode_tps": t.decode_tps, "prefill_tps": t.prefill_tps,
+                                 "scaling": [g.as_json() for g in s]}
+                for v, t, s in zip(views, rates, scales)]  # fmt: skip
         click.echo(json.dumps({"workloads": docs}, indent=2))
         return
-    rows = [("ID", "STATE", "NODES", "TOK/S")] + [
-        (v.workload_id, v.state, ",".join(v.record.nodes()), _rate(t.decode_tps))
-        for v, t in zip(views, rates)
+    rows = [("ID", "STATE", "NODES", "TOK/S", "SCALING")] + [
+        (v.workload_id, v.state, ",".join(v.record.nodes()), _rate(t.decode_tps), _scaling(s))
+        for v, t, s in zip(views, rates, scales)
     ]
     click.echo(_table(rows))
 
@@ -113,6 +131,8 @@ def stop(workload_id: str, grace: float, keep: bool) -> None:
     store = WorkloadStore()
     record = store.get(workload_id)
     with _agents() as agents:
+        for baseline in record_before_stop(agents, record, BaselineStore()):
+            click.echo(f"one-node baseline {baseline.key}: {baseline.tokens_per_s:,.1f} tok/s", err=True)
         failed = running.stop(agents, record, grace)
         if failed:
             detail = "; ".join(f"{node}: {error}" for node, error in failed.items())
@@ -165,10 +185,17 @@ def _follow(agents: FleetAgents, workload_id: str, ref, since: int) -> None:
 @workload.command("watch")
 @click.argument("workload_id")
 @click.option("--interval", type=click.FloatRange(0.1, 60), default=1.0, show_default=True)
-def watch(workload_id: str, interval: float) -> None:
-    """Follow the ranks' states until the workload ends; when one rank fails, stop the others."""
+@click.option("--scaling-every", type=click.FloatRange(1, 3600), default=SCALING_EVERY_S, show_default=True,
+              help="Seconds between training scaling lines (tokens/s and efficiency).")  # fmt: skip
+def watch(workload_id: str, interval: float, scaling_every: float) -> None:
+    """Follow the ranks' states until the workload ends; when one rank fails, stop the others.
+
+    Training workloads also print their tokens/s and scaling efficiency against the one-node baseline.
+    """
     record = WorkloadStore().get(workload_id)
+    baselines = BaselineStore()
     seen: dict[str, str] = {}
+    said = {"at": float("-inf"), "text": ""}
 
     def on_view(current: running.WorkloadView) -> None:
         for rank in current.ranks:
@@ -176,15 +203,74 @@ def watch(workload_id: str, interval: float) -> None:
                 seen[rank.ref.name] = rank.state
                 why = f" ({rank.why()})" if rank.state in ("failed", "lost", "unreachable") else ""
                 click.echo(f"{rank.ref.name} on {rank.ref.node}: {rank.state}{why}")
+        if current.live() and time.monotonic() - said["at"] >= scaling_every:
+            for group in scaling(current, running.tokens(agents, record), baselines):
+                said["at"] = time.monotonic()
+                click.echo(f"{group.group} on {group.nodes} node(s): {_rate(group.tokens_per_s)} tok/s, "
+                           f"scaling {group.describe()}")  # fmt: skip
 
     with _agents() as agents:
         final = running.watch(agents, record, threading.Event(), on_view, interval)
+        for baseline in _record_baselines(agents, final, baselines):
+            click.echo(f"one-node baseline {baseline.key}: {baseline.tokens_per_s:,.1f} tok/s "
+                       f"(median of {baseline.samples} figures)")  # fmt: skip
     click.echo(f"workload {workload_id}: {final.state}")
     if final.state == "failed":
         raise SystemExit(9)
 
 
+@workload.group("baseline")
+def baseline() -> None:
+    """One-node training baselines, against which training on N nodes shows its scaling efficiency.
+
+    A one-node training run records its setup's baseline by itself when it ends or is stopped.
+    """
+
+
+@baseline.command("show")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def baseline_show(as_json: bool) -> None:
+    """Every stored baseline: key, tokens/s, where it came from, and the setup the key stands for."""
+    found = BaselineStore().list()
+    if as_json:
+        click.echo(json.dumps({"baselines": [b.model_dump(mode="json") for b in found]}, indent=2))
+        return
+    if not found:
+        click.echo("no one-node baselines yet: run a training workload on one node, or "
+                   "`sparksync workload baseline set KEY TOK/S` (keys are in `sparksync workload list`)")  # fmt: skip
+        return
+    rows = [("KEY", "TOK/S", "SOURCE", "RECORDED (UTC)", "SETUP")] + [
+        (b.key, _rate(b.tokens_per_s), b.source if b.workload_id is None else f"{b.source} ({b.workload_id})",
+         time.strftime("%Y-%m-%d %H:%M", time.gmtime(b.recorded_at)), b.setup or "-")
+        for b in found
+    ]  # fmt: skip
+    click.echo(_table(rows))
+
+
+@baseline.command("set")
+@click.argument("key")
+@click.argument("tokens_per_s", metavar="TOK/S", type=float)
+def baseline_set(key: str, tokens_per_s: float) -> None:
+    """Set KEY's one-node tokens/s by hand (e.g. measured elsewhere); the newest figure wins."""
+    stored = BaselineStore().set(key, tokens_per_s)
+    click.echo(f"one-node baseline {stored.key}: {stored.tokens_per_s:,.1f} tok/s")
+
+
+def _record_baselines(agents: FleetAgents, view: running.WorkloadView, store: BaselineStore) -> list:
+    try:
+        return record_baselines(agents, view, store)
+    except SparkSyncError as exc:  # the workloads still show; only the baseline waits
+        click.echo(f"sparksync: warning: no baseline recorded for {view.workload_id}: {exc}", err=True)
+        return []
+
+
 # --- output -----------------------------------------------------------------------------
+
+
+def _scaling(groups: list[GroupScaling]) -> str:
+    if not groups:
+        return "-"
+    return "; ".join(g.describe() if len(groups) == 1 else f"{g.group}: {g.describe()}" for g in groups)
 
 
 def _view_json(view: running.WorkloadView) -> dict[str, Any]:

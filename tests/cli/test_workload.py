@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from sparksync.cli.main import cli
@@ -44,3 +45,94 @@ def test_bad_launch_requests_are_refused_before_any_node_is_asked():
     assert result.exit_code == 2 and "llamacpp.thread" in result.output
     result = invoke("workload", "start", "no-such-recipe", "--nodes", "a")
     assert result.exit_code == 2 and "no recipe named 'no-such-recipe'" in result.output
+
+
+# --- training scaling against the one-node baseline ---------------------------------------------
+
+
+def _fake_nodes(monkeypatch, agents) -> None:
+    from contextlib import contextmanager
+
+    import sparksync.cli.workload as workload_cli
+
+    @contextmanager
+    def fake():
+        yield agents
+
+    monkeypatch.setattr(workload_cli, "_agents", fake)
+
+
+def test_list_shows_the_efficiency_of_a_training_run_against_its_baseline(monkeypatch):
+    from sparksync.core.workloads.baseline import key_of
+    from tests.core.workloads.baseline_fakes import TrainingAgents, training_record
+
+    record, argv = training_record("train-w", 2)
+    WorkloadStore().add(record)
+    agents = TrainingAgents(record, argv)
+    agents.history = {"spark-1": [900.0], "spark-2": [1000.0]}  # 1,900 tok/s together
+    _fake_nodes(monkeypatch, agents)
+    key = key_of("train", argv["spark-1"])
+
+    before = invoke("workload", "list")
+    assert before.exit_code == 0, before.output
+    assert "no one-node baseline yet: run it on one node first" in before.output and key in before.output
+
+    assert invoke("workload", "baseline", "set", key, "1000").output.strip() == (
+        f"one-node baseline {key}: 1,000.0 tok/s"
+    )
+    # 1,900 / (2 x 1,000) = 95.0 %, speed-up 1,900 / 1,000 = 1.90x
+    text = invoke("workload", "list").output
+    assert text.splitlines()[0].split() == ["ID", "STATE", "NODES", "TOK/S", "SCALING"]
+    assert "train-w  ready  spark-1,spark-2  1,900.0  95.0% (1.90x of 1,000 tok/s)" in text
+    [doc] = json.loads(invoke("workload", "list", "--json").output)["workloads"]
+    [group] = doc["scaling"]
+    assert group["efficiency"] == pytest.approx(0.95) and group["speedup"] == pytest.approx(1.9)
+    assert group | {"efficiency": 0, "speedup": 0} == {
+        "group": "train-1", "recipe": "train", "nodes": 2, "baseline_key": key,
+        "setup": "train: --nproc_per_node 1 train.py --batch 32", "tokens_per_s": 1900.0,
+        "baseline_tokens_per_s": 1000.0, "baseline_source": "user", "efficiency": 0, "speedup": 0, "note": None,
+    }  # fmt: skip
+
+
+def test_stopping_a_one_node_training_run_records_its_baseline(monkeypatch):
+    from tests.core.workloads.baseline_fakes import TrainingAgents, training_record
+
+    record, argv = training_record("one", 1)
+    WorkloadStore().add(record)
+    agents = TrainingAgents(record, argv)
+    agents.history = {"spark-1": [600.0, 640.0, 620.0]}
+    _fake_nodes(monkeypatch, agents)
+    result = invoke("workload", "stop", "one")
+    assert result.exit_code == 0, result.output
+    assert "one-node baseline train@" in result.output and "620.0 tok/s" in result.output
+    shown = invoke("workload", "baseline", "show").output.splitlines()
+    assert shown[0].split()[:4] == ["KEY", "TOK/S", "SOURCE", "RECORDED"]
+    assert "620.0  measured (one)" in shown[1]
+    assert shown[1].endswith("train: --nproc_per_node 1 train.py --batch 32")
+    [doc] = json.loads(invoke("workload", "baseline", "show", "--json").output)["baselines"]
+    assert doc["tokens_per_s"] == 620.0 and doc["samples"] == 3
+
+
+def test_baseline_commands_read_plainly_when_empty_or_wrong():
+    assert "no one-node baselines yet" in invoke("workload", "baseline", "show").output
+    result = invoke("workload", "baseline", "set", "train", "10")
+    assert result.exit_code == 1
+    assert result.output.startswith("sparksync: error: 'train' is not a baseline key")
+    result = invoke("workload", "baseline", "set", "train@1", "-5")
+    assert result.exit_code != 0
+
+
+def test_watch_records_the_baseline_of_a_one_node_run_that_ended(monkeypatch):
+    from sparksync_agent.protocol import RankState
+
+    from tests.core.workloads.baseline_fakes import TrainingAgents, training_record
+
+    record, argv = training_record("ended", 1)
+    WorkloadStore().add(record)
+    agents = TrainingAgents(record, argv, state=RankState.exited)
+    agents.history = {"spark-1": [300.0, 500.0]}
+    _fake_nodes(monkeypatch, agents)
+    result = invoke("workload", "watch", "ended")
+    assert result.exit_code == 0, result.output
+    assert "400.0 tok/s (median of 2 figures)" in result.output
+    assert result.output.strip().endswith("workload ended: exited")

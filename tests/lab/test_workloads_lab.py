@@ -20,8 +20,12 @@ import pytest
 from sparksync.core.engines.llamacpp_build import find_binaries
 from sparksync.core.workloads import running
 from sparksync.core.workloads.agents import FleetAgents
+from sparksync.core.workloads.baseline import BaselineStore, key_of
+from sparksync.core.workloads.fabric import Fabric
 from sparksync.core.workloads.launch_request import resolve
+from sparksync.core.workloads.launches import build_group
 from sparksync.core.workloads.orchestrator import Orchestrator
+from sparksync.core.workloads.training_scaling import scaling
 from sparksync.core.workloads.workload_store import WorkloadStore
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
 from tests.engines.tinymodel import ModelSpec, train_tokenizer, write_tiny_model
@@ -263,6 +267,19 @@ def test_torchrun_gloo_training_on_two_nodes_logs_and_reports_tokens(
             text = "\n".join(line.text for line in running.logs(nodes_agents, record.workload_id, ref).lines)
             assert f"rank {ref.rank}/2 synchronised" in text
         print(f"\ntorchrun on 2 nodes: {figures.decode_tps:,.0f} tok/s together")
+
+        # Scaling from the live figures, against a one-node baseline set through the core (a one-node
+        # run would record it by itself, at the cost of another torch start-up). The key the running
+        # ranks' commands give is the one the same recipe has on one node.
+        one_node = build_group("torchrun-1", recipes["torchrun"], names[:1], Fabric()).ranks[0].argv
+        BaselineStore().set(key_of("torchrun", one_node), 1000.0)
+        [group] = scaling(running.view(nodes_agents, record), running.tokens(nodes_agents, record),
+                          BaselineStore())  # fmt: skip
+        assert group.nodes == 2 and group.key == key_of("torchrun", one_node)
+        assert group.tokens_per_s > 0
+        assert group.efficiency == pytest.approx(group.tokens_per_s / (2 * 1000.0))
+        assert group.speedup == pytest.approx(group.tokens_per_s / 1000.0)
+        print(f"scaling against 1,000 tok/s on one node: {group.describe()}")
 
         final = running.watch(nodes_agents, record, threading.Event(), poll_s=0.5)
         assert final.state == "exited", [(r.ref.name, r.state, r.why()) for r in final.ranks]

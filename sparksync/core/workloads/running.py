@@ -211,6 +211,10 @@ class WorkloadTokens:
     def prefill_tps(self) -> float | None:
         return _total([f.prefill_tps for f in self.ranks])
 
+    def group_tps(self, group: str) -> float | None:
+        """One group's (replica's) tokens/s: a training run's aggregate, for its scaling efficiency."""
+        return _total([f.decode_tps for f in self.ranks if f.group == group])
+
 
 def _total(values: list[float | None]) -> float | None:
     # 'rank' figures add up; a 'workload' figure is read on one rank only, so adding is right too.

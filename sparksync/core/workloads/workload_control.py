@@ -11,14 +11,17 @@ opens SSH links or reads the keyring.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sparksync_agent.protocol import LogPage
 
+from sparksync.core.errors import SparkSyncError
 from sparksync.core.workloads import running
 from sparksync.core.workloads.agents import NodeAgents
+from sparksync.core.workloads.baseline import BaselineStore
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.fabric_settings import load_fabric_settings
 from sparksync.core.workloads.last_workload import Launched, Launches
@@ -26,7 +29,15 @@ from sparksync.core.workloads.launch_choice import LaunchChoice, resolve_choice
 from sparksync.core.workloads.orchestrator import POLL_S, Orchestrator, Prepared, ProgressCallback
 from sparksync.core.workloads.recipe import Recipe
 from sparksync.core.workloads.recipe_files import all_recipes
+from sparksync.core.workloads.training_scaling import (
+    GroupScaling,
+    record_baselines,
+    record_before_stop,
+    scaling,
+)
 from sparksync.core.workloads.workload_store import WorkloadStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -35,6 +46,7 @@ class WorkloadRow:
 
     view: running.WorkloadView
     decode_tps: float | None = None
+    scaling: list[GroupScaling] = field(default_factory=list)  # its training groups' efficiency
 
 
 class WorkloadControl:
@@ -54,6 +66,8 @@ class WorkloadControl:
         self.launches = launches if launches is not None else Launches()
         self.poll_s = poll_s
         self.stop_grace_s = stop_grace_s
+        self.baselines = BaselineStore()
+        self._baseline_read: set[str] = set()  # ended workloads whose telemetry was read for a baseline
 
     @property
     def agents(self) -> NodeAgents:
@@ -90,6 +104,8 @@ class WorkloadControl:
 
     def stop(self, workload_id: str) -> None:
         record = self.store.get(workload_id)
+        # A one-node training run's figures become its setup's baseline before it goes.
+        record_before_stop(self.agents, record, self.baselines)
         failed = running.stop(self.agents, record, self.stop_grace_s)
         if failed:
             detail = "; ".join(f"{node}: {error}" for node, error in failed.items())
@@ -138,9 +154,19 @@ class WorkloadControl:
             current = running.view(self.agents, record)
             if running.enforce(self.agents, current, self.stop_grace_s):
                 current = running.view(self.agents, record)
-            rate = running.tokens(self.agents, record).decode_tps if current.live() else None
-            rows.append(WorkloadRow(current, rate))
+            rates = running.tokens(self.agents, record) if current.live() else running.WorkloadTokens()
+            ended = current.state in ("exited", "stopped", "failed")
+            if ended and record.workload_id not in self._baseline_read:
+                self._baseline_read.add(record.workload_id)  # the node's history is read once, not per poll
+                self._record_baselines(current)
+            rows.append(WorkloadRow(current, rates.decode_tps, scaling(current, rates, self.baselines)))
         return rows
+
+    def _record_baselines(self, current: running.WorkloadView) -> None:
+        try:
+            record_baselines(self.agents, current, self.baselines)
+        except SparkSyncError as exc:  # the list still shows; the baseline waits for a readable file
+            log.warning("no baseline recorded for %s: %s", current.workload_id, exc)
 
     def logs(self, workload_id: str, name: str, since: int = 0) -> LogPage:
         record = self.store.get(workload_id)

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem, QWidget
 from sparksync.core.workloads.running import RankView
 from sparksync.core.workloads.workload_control import WorkloadRow
 
-COLUMNS = ["Workload / process", "Node", "State", "Tok/s", "Detail"]
+COLUMNS = ["Workload / process", "Node", "State", "Tok/s", "Detail", "Scaling"]
 ID_ROLE = Qt.ItemDataRole.UserRole  # the workload id
 NAME_ROLE = Qt.ItemDataRole.UserRole + 1  # the process name; None on a workload row
 STATE_COLOURS = {"ready": "#76b900", "failed": "#c0392b", "lost": "#c0392b", "unreachable": "#f0a020",
@@ -50,9 +50,14 @@ class WorkloadTable(QTreeWidget):
         view = row.view
         rate = "-" if row.decode_tps is None else f"{row.decode_tps:,.1f}"
         endpoints = ", ".join(f"http://{e.host}:{e.port} on {e.node}" for e in view.record.endpoints)
+        # Training: efficiency against the one-node baseline (or why there is none), per group.
+        scaling = "; ".join(s.describe() if len(row.scaling) == 1 else f"{s.group}: {s.describe()}"
+                            for s in row.scaling)  # fmt: skip
         item = QTreeWidgetItem(self, [view.workload_id, ", ".join(view.record.nodes()), view.state, rate,
-                                      endpoints])  # fmt: skip
+                                      endpoints, scaling])  # fmt: skip
         item.setData(0, ID_ROLE, view.workload_id)
+        item.setToolTip(5, "\n".join(f"{s.group} ({s.key or 'setup unknown'}): {s.setup or ''}"
+                                      for s in row.scaling))  # fmt: skip
         _colour(item, view.state)
         return item
 
