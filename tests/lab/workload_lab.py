@@ -24,6 +24,7 @@ from typing_extensions import Self
 from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.ssh.tunnel import Tunnel
 from sparksync.core.workloads.agents import FleetAgents
+from sparksync_agent.supervisor.keeper import SPARE_NAME
 
 from .netlab import Lab, LabNode, ip
 
@@ -108,10 +109,18 @@ def user_processes(user: str, keep: set[int]) -> list[str]:
         info = proc.info
         if info["username"] != user or info["pid"] in keep or info["status"] == psutil.STATUS_ZOMBIE:
             continue
-        if (info["name"] or "").startswith("sshd"):
+        if (info["name"] or "").startswith("sshd") or _spare_of_agent(proc, info["name"], keep):
             continue
         found.append(f"{info['pid']} {' '.join(info['cmdline'] or [])[:120]}")
     return found
+
+
+def _spare_of_agent(proc: psutil.Process, name: str | None, agents: set[int]) -> bool:
+    """The spare keeper an agent keeps ready for its next rank: part of the agent, not a leftover."""
+    try:
+        return name == SPARE_NAME and proc.ppid() in agents
+    except psutil.Error:
+        return False
 
 
 def engine_tunnel(fleet: Fleet, node: str, port: int) -> Tunnel:

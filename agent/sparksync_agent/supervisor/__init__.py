@@ -13,7 +13,11 @@ stray descendants. The agent only reads the log file and the status file, so
 a new agent re-attaches to a running rank by reading the same files; nothing
 is started twice.
 
-This package's ``__init__`` imports nothing: the keeper starts with
-``python -m sparksync_agent.supervisor.keeper`` and must not pay for the
+Keepers are forked from a *spare* keeper that the agent starts in advance,
+with its imports done (``spare.py``), so a rank's command runs milliseconds
+after the request; when no spare is ready, a fresh
+``python -m sparksync_agent.supervisor.keeper`` does the same job, slower.
+
+This package's ``__init__`` imports nothing: a keeper must not pay for the
 agent's imports. The agent uses ``supervisor.supervisor.Supervisor``.
 """

@@ -281,7 +281,7 @@ def _send(proc: psutil.Process, sig: signal.Signals) -> None:
 def serve_spare() -> int:
     """Fork a keeper for each rank directory read from stdin, until EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for the agent's group: the agent closes the pipe
-    pending, children = b"", 0
+    pending, children = b"", False
     _set_name(SPARE_NAME)  # `ps` tells the spare from keepers; tests wait for it by this name
     os.write(1, b"ready\n")
     while True:
@@ -336,14 +336,14 @@ def _set_name(name: str) -> None:
     _libc().prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
 
 
-def _reap_ended() -> int:
-    """Collect keepers that have ended; how many are still running."""
+def _reap_ended() -> bool:
+    """Collect keepers that have ended; whether some still run (to be collected later)."""
     try:
         while os.waitpid(-1, os.WNOHANG)[0]:
             pass
     except ChildProcessError:
-        return 0
-    return 1
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,6 +42,7 @@ class KeeperLauncher:
         self.root = root
         self._spare: subprocess.Popen | None = None
         self._spare_ready = False
+        self._wanted = False  # from prepare() to close(): the supervisor runs and wants a spare
 
     def launch(self, rank_dir: Path) -> tuple[int, subprocess.Popen | None]:
         """The new keeper's pid, and its Popen when this agent is its parent (a fresh start).
@@ -51,15 +52,17 @@ class KeeperLauncher:
         pid = self._fork_from_spare(rank_dir)
         if pid is None:
             proc = start_fresh(rank_dir)
-            self.prepare()
+            if self._wanted:
+                self.prepare()  # for the next rank
             return proc.pid, proc
         return pid, None
 
     def prepare(self) -> None:
         """Start a spare unless one is running; a failure only costs speed."""
+        self._wanted = True
         if self._spare is not None and self._spare.poll() is None:
             return
-        self._reap_spare()
+        self._end_spare()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         try:
             with open(self.root / "spare.err", "ab") as err:
@@ -74,10 +77,15 @@ class KeeperLauncher:
 
     def close(self) -> None:
         """End the spare (EOF on its stdin); keepers it forked keep running."""
+        self._wanted = False
+        self._end_spare()
+
+    def _end_spare(self) -> None:
         spare, self._spare = self._spare, None
         if spare is None:
             return
-        spare.stdin.close()
+        with contextlib.suppress(OSError):  # a request may still sit in the buffer of a dead spare's pipe
+            spare.stdin.close()
         try:
             spare.wait(CLOSE_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -116,11 +124,7 @@ class KeeperLauncher:
         for pid in _keepers_forked_for(spare.pid, rank_dir):
             kill_tree(pid)
         spare.kill()
-        self.close()
-
-    def _reap_spare(self) -> None:
-        if self._spare is not None:
-            self.close()
+        self._end_spare()
 
 
 def start_fresh(rank_dir: Path) -> subprocess.Popen:

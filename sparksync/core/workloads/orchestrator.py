@@ -47,10 +47,10 @@ from sparksync.core.workloads.workload_store import (
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.05  # how often the client asks the nodes whether the stage is ready (during a start only)
+POLL_S = 0.02  # how often the client asks the nodes whether the stage is ready (during a start only)
 # Network probes run on the node's loopback or fabric and cost next to nothing; a short
 # interval keeps launch latency close to what the engine itself needs.
-PROBE_INTERVAL_S = 0.1
+PROBE_INTERVAL_S = 0.05
 SAMPLE_WAIT_S = 30.0  # a freshly started agent may hold no sample yet
 READY_MARGIN_S = 30.0  # beyond the agent's own probe timeout, for a node that stopped answering
 LAST_LINES = 20

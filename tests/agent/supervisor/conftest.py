@@ -17,6 +17,7 @@ from sparksync.core.agent_client import AgentClient
 from tests.agent.agentproc import RunningAgent, start_agent
 
 WAIT_S = 60.0  # generous: the machine is shared and loaded
+SPARE_NAME = "sparksync-spare"  # the agent's spare keeper, as `ps` names it
 
 
 class SupervisedAgent:
@@ -29,10 +30,21 @@ class SupervisedAgent:
         self.starts = 0
 
     def start(self) -> AgentClient:
+        """Start the agent and wait for its spare keeper: ranks in these tests take the forked path."""
         self.starts += 1
         self.agent = start_agent(self.state_dir, self.log_dir / f"agent{self.starts}.log", "--sample-hz", "2")
         self.client = AgentClient(self.agent.base_url, self.agent.token, timeout=30.0)
+        self.spare()
         return self.client
+
+    def spare(self) -> psutil.Process:
+        """The agent's spare keeper, once its imports are done (it takes its name then)."""
+
+        def found():
+            agent = psutil.Process(self.agent.proc.pid)
+            return next((p for p in agent.children() if p.name() == SPARE_NAME), None)
+
+        return wait_until(found, "the agent's spare keeper to be ready")
 
     def stop(self) -> None:
         """Stop the agent only (SIGTERM); its ranks keep running."""

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 from sparksync_agent.protocol import AGENT_VERSION
+from sparksync_agent.supervisor.keeper import SPARE_NAME
 
 from sparksync.core.bundle.archive import pack
 from sparksync.core.bundle.manifest import file_entry
@@ -160,12 +161,17 @@ def user_processes(user: str) -> list[psutil.Process]:
 
 
 def agent_processes(user: str) -> list[psutil.Process]:
-    """The user's supervisors and agents (``sparksync_agent`` / ``sparksync-agent`` in the command line)."""
+    """The user's supervisors and agents (``sparksync_agent`` / ``sparksync-agent`` in the command line).
+
+    An agent's spare keeper is not counted: it is part of its agent and ends with it (EOF on its pipe).
+    """
     procs = []
     for proc in user_processes(user):
         try:
-            cmdline = " ".join(proc.cmdline())
+            cmdline, name = " ".join(proc.cmdline()), proc.name()
         except psutil.Error:
+            continue
+        if name == SPARE_NAME:
             continue
         if "sparksync_agent" in cmdline or "sparksync-agent" in cmdline:
             procs.append(proc)
