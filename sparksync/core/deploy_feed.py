@@ -9,10 +9,10 @@ Nodes panel subscribes once and sees every deploy started through it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 from sparksync.core.deploy.model import DeployResult, ProgressEvent, Stage
+from sparksync.core.listeners import Listeners
 from sparksync.core.node_rows import DeployProgress
 
 # Where each stage starts and ends on the bar (0..1).
@@ -67,24 +67,13 @@ def finished(result: DeployResult) -> DeployProgress:
 
 class DeployFeed:
     def __init__(self) -> None:
-        self._listeners: list[Callable[[DeployProgress], None]] = []
-        self._lock = threading.Lock()
+        self._listeners: Listeners[Callable[[DeployProgress], None]] = Listeners()
 
     def add_listener(self, listener: Callable[[DeployProgress], None]) -> Callable[[], None]:
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.add(listener)
 
     def publish(self, step: DeployProgress) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
+        for listener in self._listeners.snapshot():
             listener(step)
 
     def on_event(self, event: ProgressEvent) -> None:

@@ -27,8 +27,10 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from zeroconf import Error as ZeroconfError
+from sparksync_agent.advertise import SERVICE_TYPE as AGENT_SERVICE_TYPE
+from sparksync_agent.advertise import parse_txt
 from zeroconf import DNSQuestionType, ServiceStateChange, Zeroconf
+from zeroconf import Error as ZeroconfError
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo
 
 from sparksync.core.discovery.errors import DiscoveryError
@@ -36,8 +38,7 @@ from sparksync.core.discovery.interfaces import check_interfaces, default_interf
 from sparksync.core.discovery.manual import resolve_host
 from sparksync.core.discovery.merge import Sighting, merge, sighting_from_agent_txt
 from sparksync.core.discovery.model import DiscoveredNode, Source, is_ip
-from sparksync_agent.advertise import SERVICE_TYPE as AGENT_SERVICE_TYPE
-from sparksync_agent.advertise import parse_txt
+from sparksync.core.listeners import Listeners
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ class Discovery:
         self._changed = threading.Condition(self._lock)
         self._sightings: dict[SightingId, Sighting] = {}
         self._table: dict[str, DiscoveredNode] = {}
-        self._listeners: list[Listener] = []
+        self._listeners: Listeners[Listener] = Listeners()
         self._zc: Zeroconf | None = None
         self._browser: AsyncServiceBrowser | None = None
         self._resolving: dict[SightingId, asyncio.Task] = {}
@@ -179,15 +180,7 @@ class Discovery:
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(event, node)`` on every change; returns a function that unsubscribes."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.add(listener)
 
     def add(self, node: DiscoveredNode, source: Source = "manual") -> None:
         """Put a node found another way (typed by the user, or a scan hit) into the table.
@@ -235,7 +228,7 @@ class Discovery:
                 self._notify(event, node)
 
     def _notify(self, event: Event, node: DiscoveredNode) -> None:
-        for listener in list(self._listeners):
+        for listener in self._listeners.snapshot():
             try:
                 listener(event, node)
             except Exception:  # one broken listener must not stop discovery or the others

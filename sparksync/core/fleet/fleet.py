@@ -28,6 +28,7 @@ from sparksync.core.fleet.first_sample import wait_first_sample
 from sparksync.core.fleet.problems import NodeProblem, degraded, offline
 from sparksync.core.fleet.state import Cause, NodeState, NodeStatus, StateTracker, is_change
 from sparksync.core.fleet.store import NodeStateStore
+from sparksync.core.listeners import Listeners
 from sparksync.core.node_rows import FleetListener, FleetState
 from sparksync.core.node_rows import NodeState as RowState
 from sparksync.core.registry import PairedNode, Registry
@@ -87,7 +88,7 @@ class Fleet:
             client_key, self.registry, dialer=dialer, settings=settings, backoff=backoff
         )
         self._links: dict[str, AgentLink] = {}
-        self._listeners: list[FleetListener] = []
+        self._listeners: Listeners[FleetListener] = Listeners()
         self._trackers: dict[str, StateTracker] = {}
         self._pools: list[tuple[ThreadPoolExecutor, list[Future]]] = []
         self._lock = threading.Lock()
@@ -178,15 +179,7 @@ class Fleet:
     def add_listener(self, listener: FleetListener) -> Callable[[], None]:
         """``NodeStateSource`` for the node list: ``listener(name, FleetState)`` on every change
         of state or cause, from any thread. Returns the function that unsubscribes it."""
-        with self._lock:
-            self._listeners.append(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
-
-        return unsubscribe
+        return self._listeners.add(listener)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -268,8 +261,7 @@ class Fleet:
 
     def _tell(self, old: NodeStatus, new: NodeStatus) -> None:
         log.info("node %s: %s -> %s (%s)", new.name, old.state.value, new.state.value, new.reason or "ok")
-        with self._lock:
-            listeners = list(self._listeners)
+        listeners = self._listeners.snapshot()
         state = as_fleet_state(new)
         calls: list[Callable[[], None]] = [lambda f=listener: f(new.name, state) for listener in listeners]
         if self.on_change is not None:
@@ -277,7 +269,7 @@ class Fleet:
         for call in calls:
             try:
                 call()
-            except Exception:  # noqa: BLE001 - a listener's bug must not stop the checks
+            except Exception:
                 log.exception("node state listener failed")
 
 
