@@ -339,8 +339,17 @@ class WireClient:
 
     async def _exchange(self, conn: _Connection, request: bytes) -> WireResponse:
         assert conn.transport is not None
+        if conn.transport.is_closing():
+            # The replica hung up between our last look and now (it died, or dropped an idle
+            # connection). uvloop raises on a write to a closed transport; treat it as what it is.
+            raise WireError("the replica closed the connection")
         conn.begin(self.read_timeout)
-        conn.transport.write(request)
+        try:
+            conn.transport.write(request)
+        except RuntimeError as exc:  # closed in between (uvloop); asyncio's own transport ignores it
+            conn.disarm()
+            conn.closed = True
+            raise WireError(f"the replica closed the connection: {exc}") from None
         try:
             while not conn.head_done:
                 await conn.wait()

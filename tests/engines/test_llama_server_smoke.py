@@ -47,14 +47,21 @@ def _wait_metric_above(base_url: str, name: str, floor: float, timeout: float = 
     return value
 
 
-def _serve_and_measure(binaries, model, tmp_path) -> float:
-    """Start llama-server on ``model``, stream one answer, return its decode tokens/s."""
+def _serve_and_measure(binaries, model, tmp_path, rounds: int = 1) -> float:
+    """Start llama-server on ``model``, stream ``rounds`` answers, return the best decode tokens/s.
+
+    The best of a few: a burst of load from elsewhere on the machine slows one answer, never
+    makes one faster, so the best is the closest to the model's own speed.
+    """
     port = free_port()
+    best = 0.0
     with running(_server_cmd(binaries, model, port), tmp_path / f"{model.name}.log", port) as server:
         wait_http_ready(server, "/health")
-        answer = stream_chat(server.base_url, model.name, "Olá! How fast is this cluster?", MAX_TOKENS)
-        assert answer.usage.get("completion_tokens") == MAX_TOKENS, answer.usage
-        return answer.timings["predicted_per_second"]
+        for _ in range(rounds):
+            answer = stream_chat(server.base_url, model.name, "Olá! How fast is this cluster?", MAX_TOKENS)
+            assert answer.usage.get("completion_tokens") == MAX_TOKENS, answer.usage
+            best = max(best, answer.timings["predicted_per_second"])
+    return best
 
 
 def test_llama_server_streams_tokens_and_counts_them(llama_binaries, tiny_model, tmp_path):
@@ -77,8 +84,8 @@ def test_llama_server_streams_tokens_and_counts_them(llama_binaries, tiny_model,
 
 
 def test_large_model_is_measurably_slower(llama_binaries, tiny_model, tiny_model_large, tmp_path, record_property):
-    small_tps = _serve_and_measure(llama_binaries, tiny_model, tmp_path)
-    large_tps = _serve_and_measure(llama_binaries, tiny_model_large, tmp_path)
+    small_tps = _serve_and_measure(llama_binaries, tiny_model, tmp_path, rounds=3)
+    large_tps = _serve_and_measure(llama_binaries, tiny_model_large, tmp_path, rounds=3)
     record_property("tokens_per_second", {"small": small_tps, "large": large_tps})
     print(f"decode tokens/s: small {small_tps:.0f}, large {large_tps:.0f}")
     # About 10x apart here; 2x leaves room for a noisy machine.

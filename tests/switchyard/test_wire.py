@@ -315,3 +315,30 @@ def test_a_slow_reader_pauses_the_replica_without_timing_out(monkeypatch):
     # A second reply keeps the server's side open, so "not reading" can only mean paused.
     paused, body = run(Script([reply, reply]), slow, read_timeout=0.3)
     assert paused and body == b"".join(pieces)
+
+
+class _ClosedTransport:
+    """A transport the peer has already closed, as uvloop shows it: writing raises."""
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def write(self, data: bytes) -> None:
+        raise RuntimeError("unable to perform operation on <TCPTransport closed=True>; the handler is closed")
+
+    def abort(self) -> None:
+        raise AssertionError("a closed transport must not be aborted again")
+
+
+@pytest.mark.parametrize("closing", [True, False])
+def test_a_connection_closed_under_our_feet_is_a_wire_error_not_a_crash(closing):
+    # A replica that dies leaves idle connections whose transports are closed; the relay retries
+    # on WireError, but a RuntimeError would reach the client as an HTTP 500.
+    async def go():
+        conn = wire._Connection(("http", "127.0.0.1", 1))
+        conn.transport = _ClosedTransport()
+        conn.transport.closing = closing
+        with pytest.raises(WireError, match="closed the connection"):
+            await WireClient(1.0, 1.0)._exchange(conn, b"POST / HTTP/1.1\r\n\r\n")
+
+    asyncio.run(go())
