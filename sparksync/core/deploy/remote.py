@@ -34,6 +34,12 @@ _POLL_S = 0.05
 _KILL_GRACE_S = 5.0
 # Prints its own pid (the new session's and process group's id), then becomes the command.
 _KILLABLE = 'echo "$$"; exec "$@"'
+# Wait up to ~5 s for process group $1 to be empty, then SIGKILL what is left. `env kill`: the
+# procps binary, since shells' built-in kill differ on "--" and negative pids.
+_AWAIT_GROUP = (
+    'for i in $(seq 50); do env kill -0 -- "-$1" 2>/dev/null || exit 0; sleep 0.1; done; '
+    'env kill -KILL -- "-$1" 2>/dev/null; exit 0'
+)
 
 UploadProgress = Callable[[int, int], None]  # (bytes sent, total)
 
@@ -148,13 +154,18 @@ class RemoteNode:
         if not pid.isdigit():
             return  # it had not even started
         for signal_name in ("TERM", "KILL"):
-            run(self.transport, ["kill", f"-{signal_name}", "--", f"-{pid.decode()}"], self.command_timeout_s)
+            run(self.transport, ["env", "kill", f"-{signal_name}", "--", f"-{pid.decode()}"], self.command_timeout_s)
             deadline = time.monotonic() + _KILL_GRACE_S
             while not channel.exit_status_ready() and time.monotonic() < deadline:
                 time.sleep(_POLL_S)
             if channel.exit_status_ready():
-                return
-        log.warning("%s: process group %s did not end after SIGKILL", self.name, pid.decode())
+                break
+        else:
+            log.warning("%s: process group %s did not end after SIGKILL", self.name, pid.decode())
+        # The command's own exit is not the group's: a child it started (ensurepip, pip) may still
+        # be dying and writing. Cleanup must not start until the whole group is gone, or the
+        # child recreates what cleanup removed.
+        run(self.transport, ["sh", "-c", _AWAIT_GROUP, "sh", pid.decode()], self.command_timeout_s)
 
     # --- files --------------------------------------------------------------------------------
 
