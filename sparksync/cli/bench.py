@@ -43,7 +43,7 @@ from sparksync.core.bench.profile import PUBLISHED, BenchProfile
 from sparksync.core.bench.progress import BenchProgress
 from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
 from sparksync.core.bench.record import RunRecord
-from sparksync.core.bench.recording import inference_record, store
+from sparksync.core.bench.recording import inference_record, store, with_engine_from_server
 from sparksync.core.bench.report import compare_runs, scaling_report
 from sparksync.core.bench.run_telemetry import with_run_telemetry
 from sparksync.core.bench.runner import BenchRequest, BenchRunner
@@ -120,7 +120,7 @@ def run_cmd(endpoint: str, model: str, tokenizer: Path, api_key: str | None, pro
     if not as_json:
         click.echo(f"benchmarking {model} at {request.endpoint.base_url} ({profile.describe()})", err=True)
     outcome = BenchRunner(request, on_progress=_progress_printer()).run()
-    record = store(history, with_run_telemetry(_with_engine_version(inference_record(request, outcome), outcome)))
+    record = store(history, with_run_telemetry(with_engine_from_server(inference_record(request, outcome), outcome)))
     _print_run(record, as_json)
     _raise_unless_complete(record)
 
@@ -310,18 +310,6 @@ def _context(options: dict) -> RunContext:
                               "give one name per node, or none")
     topology = options.pop("topology") or ("single" if options["cluster_size"] == 1 else None)
     return RunContext(nodes=nodes, topology=topology, **options)
-
-
-def _with_engine_version(record: RunRecord, outcome) -> RunRecord:
-    """Fill the engine's version from the server (llama.cpp's build) when the user gave none."""
-    server = outcome.preflight.facts
-    ctx = record.context
-    updates = {}
-    if ctx.engine_version is None and server.build_info:
-        updates["engine_version"] = server.build_info
-    if ctx.engine is None and server.owned_by:
-        updates["engine"] = server.owned_by
-    return record.model_copy(update={"context": ctx.model_copy(update=updates)}) if updates else record
 
 
 def _progress_printer():

@@ -21,25 +21,16 @@ and subscribe to changes. It is used from one thread (the GUI's).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
+from sparksync.core.fleet.state import NodeState  # light: enum and pydantic only
+
 if TYPE_CHECKING:  # discovery and the registry bring zeroconf and paramiko: loaded by workers, not the window
     from sparksync.core.discovery.model import DiscoveredNode
     from sparksync.core.registry import PairedNode
-
-
-class NodeState(str, enum.Enum):
-    DISCOVERED = "discovered"  # on the network, not paired
-    PAIRING = "pairing"  # a pairing is in progress
-    PAIRED = "paired"  # in the registry; nothing known about its link yet
-    DEPLOYING = "deploying"  # its agent is being installed or upgraded
-    ONLINE = "online"
-    OFFLINE = "offline"
-    DEGRADED = "degraded"  # reachable, but something is wrong (agent down, host key changed...)
 
 
 @dataclass(frozen=True)

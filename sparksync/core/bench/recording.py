@@ -94,3 +94,14 @@ def training_record(model: str, tokens_per_second: float | None, context: RunCon
 def store(history: HistoryStore, record: RunRecord) -> RunRecord:
     """Store ``record`` and return it with its new id."""
     return record.model_copy(update={"id": history.add(record)})
+
+
+def with_engine_from_server(record: RunRecord, outcome: BenchOutcome) -> RunRecord:
+    """The engine and its version as the server reports them (llama.cpp's build), as `bench run` records."""
+    facts, ctx = outcome.preflight.facts, record.context
+    updates = {}
+    if ctx.engine_version is None and facts.build_info:
+        updates["engine_version"] = facts.build_info
+    if ctx.engine is None and facts.owned_by:
+        updates["engine"] = facts.owned_by
+    return record.model_copy(update={"context": ctx.model_copy(update=updates)}) if updates else record

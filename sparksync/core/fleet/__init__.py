@@ -8,32 +8,5 @@
 - ``remote_node``: paired nodes as ``NodeHandle``s for the GUI and the CLI.
 """
 
-from sparksync.core.fleet.agent_link import AgentLink
-from sparksync.core.fleet.fleet import Fleet, NodeReport
-from sparksync.core.fleet.follower import Position, TelemetryFollower
-from sparksync.core.fleet.problems import NodeProblem
-from sparksync.core.fleet.state import (
-    TRANSITIONS,
-    Cause,
-    IllegalTransitionError,
-    NodeState,
-    NodeStatus,
-    StateTracker,
-)
-from sparksync.core.fleet.store import NodeStateStore
-
-__all__ = [
-    "TRANSITIONS",
-    "AgentLink",
-    "Cause",
-    "Fleet",
-    "IllegalTransitionError",
-    "NodeProblem",
-    "NodeReport",
-    "NodeState",
-    "NodeStateStore",
-    "NodeStatus",
-    "Position",
-    "StateTracker",
-    "TelemetryFollower",
-]
+# Nothing is imported here: the window imports ``state`` at start-up, and the other modules
+# bring paramiko, which the GUI loads only in its workers.

@@ -30,7 +30,6 @@ from sparksync.core.fleet.state import Cause, NodeState, NodeStatus, StateTracke
 from sparksync.core.fleet.store import NodeStateStore
 from sparksync.core.listeners import Listeners
 from sparksync.core.node_rows import FleetListener, FleetState
-from sparksync.core.node_rows import NodeState as RowState
 from sparksync.core.registry import PairedNode, Registry
 from sparksync.core.ssh.connection import Dialer, SshSettings
 from sparksync.core.ssh.transports import Backoff, NodeTransports
@@ -292,9 +291,9 @@ def _gather(futures: dict[Future, PairedNode], timeout: float) -> dict[str, _Fou
 
 
 def as_fleet_state(status: NodeStatus) -> FleetState:
-    """The node list's view of a status (its own enum, same values)."""
+    """The node list's view of a status."""
     seen = status.last_seen.timestamp() if status.last_seen is not None else None
-    return FleetState(RowState(status.state.value), status.reason, seen)
+    return FleetState(status.state, status.reason, seen)
 
 
 def last_seen_text(when: datetime | None) -> str:

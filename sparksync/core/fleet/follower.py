@@ -131,7 +131,7 @@ class _NodeFollower:
     def _run(self) -> None:
         try:
             self._follow_until_stopped()
-        except Exception:  # noqa: BLE001 - a bug must be logged, not vanish with the thread
+        except Exception:
             log.exception("telemetry follower for %s crashed", self.node.name)
 
     def _follow_until_stopped(self) -> None:

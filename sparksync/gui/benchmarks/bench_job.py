@@ -16,10 +16,9 @@ import shiboken6
 from PySide6.QtCore import QObject, Signal
 
 from sparksync.core.bench.history import HistoryStore
-from sparksync.core.bench.record import RunRecord
-from sparksync.core.bench.recording import inference_record, store
+from sparksync.core.bench.recording import inference_record, store, with_engine_from_server
 from sparksync.core.bench.run_telemetry import with_run_telemetry
-from sparksync.core.bench.runner import BenchOutcome, BenchRequest, BenchRunner
+from sparksync.core.bench.runner import BenchRequest, BenchRunner
 from sparksync.core.errors import SparkSyncError
 
 log = logging.getLogger(__name__)
@@ -73,14 +72,3 @@ class BenchJob(QObject):
                 signal.emit(value)
             except RuntimeError:
                 log.debug("benchmark run ended after its panel was deleted")
-
-
-def with_engine_from_server(record: RunRecord, outcome: BenchOutcome) -> RunRecord:
-    """The engine and its version as the server reports them (llama.cpp's build), as `bench run` records."""
-    facts, ctx = outcome.preflight.facts, record.context
-    updates = {}
-    if ctx.engine_version is None and facts.build_info:
-        updates["engine_version"] = facts.build_info
-    if ctx.engine is None and facts.owned_by:
-        updates["engine"] = facts.owned_by
-    return record.model_copy(update={"context": ctx.model_copy(update=updates)}) if updates else record
