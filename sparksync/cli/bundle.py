@@ -21,6 +21,7 @@ from sparksync.core.bundle import (
     DEFAULT_PYTHON,
     PLATFORMS,
     PYTHONS,
+    BundleBuildError,
     BundleManifest,
     BundleOfflineError,
     Target,
@@ -31,7 +32,8 @@ from sparksync.core.bundle import (
     shipped_dirs,
     verify_bundle,
 )
-from sparksync.core.bundle.cache import offline_message
+from sparksync.core.bundle.cache import cannot_build_message, offline_message
+from sparksync.core.bundle.shipped import is_frozen
 
 
 @click.group()
@@ -70,6 +72,9 @@ def bundle() -> None:
 def build(platform: str, python: str, output: Path | None, agent_wheel: Path | None, as_json: bool) -> None:
     """Build one archive holding the agent wheel, its dependency wheels and a checksum manifest."""
     target = Target(platform, python)
+    if is_frozen():
+        # The packaged app has no pip and no agent source: say what it carries and what to bring.
+        raise BundleBuildError(cannot_build_message(target))
     try:
         path = build_bundle(target, output or bundles_dir(), agent_source=agent_wheel, progress=_progress)
     except BundleOfflineError as exc:

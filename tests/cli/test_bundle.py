@@ -76,3 +76,14 @@ def test_verify_names_the_tampered_file_and_fails(tmp_path):
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith("sparksync: error: bundle tampered.tar.gz failed verification: ")
     assert f"{PSUTIL} does not match its checksum" in result.stderr
+
+
+def test_the_packaged_app_says_what_it_carries_and_what_to_bring(monkeypatch):
+    # The packaged app has no pip: instead of pip's failure, the user learns which
+    # bundles came with it, which file to build elsewhere and where to put it.
+    monkeypatch.setattr("sys.frozen", True, raising=False)
+    result = invoke("bundle", "build", "--platform", "linux-aarch64", "--python", "3.11")
+    assert result.exit_code != 0
+    assert "cannot build one (it has no pip)" in result.output
+    assert "sparksync bundle build --platform linux-aarch64 --python 3.11" in result.output
+    assert str(bundles_dir()) in result.output
