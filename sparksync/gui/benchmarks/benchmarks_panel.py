@@ -42,6 +42,7 @@ from sparksync.gui.benchmarks.run_details import run_html
 from sparksync.gui.benchmarks.run_dialog import RunDialog
 from sparksync.gui.benchmarks.runs_table import RunsTable
 from sparksync.gui.benchmarks.scaling_chart import ScalingChart
+from sparksync.gui.benchmarks.switchyard_evals import SwitchyardEvals
 from sparksync.gui.benchmarks.tables import fill_table
 from sparksync.gui.planner.planner_panel import PlannerPanel
 from sparksync.gui.workers import Jobs
@@ -104,6 +105,9 @@ class BenchmarksPanel(QWidget):
         self.planner = PlannerPanel(self)  # the bounds beside each figure come from here
         self.views.addTab(self.planner, "Planner")
         self.planner.error_raised.connect(self.error_raised)
+        self.switchyard = SwitchyardEvals(self.history_path, self)  # `switchyard eval` results
+        self.views.addTab(self.switchyard, "Switchyard")
+        self.switchyard.error_raised.connect(self.error_raised)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.runs)
         splitter.addWidget(self.views)
@@ -165,6 +169,7 @@ class BenchmarksPanel(QWidget):
     def reload(self) -> None:
         path = self.history_path
         self.jobs.run("benchmark history", lambda: history_calls.list_runs(path), self._on_runs_listed)
+        self.switchyard.reload()
 
     def open_run(self, run_id: int) -> None:
         path = self.history_path
@@ -268,7 +273,7 @@ class BenchmarksPanel(QWidget):
 
     def wait(self, timeout: float = 60.0) -> bool:
         """For tests and shutdown: wait for every worker (never from a slot)."""
-        done = self.jobs.wait(timeout) and self.planner.jobs.wait(timeout)
+        done = self.jobs.wait(timeout) and self.planner.jobs.wait(timeout) and self.switchyard.wait(timeout)
         return (self.job.wait(timeout) if self.job is not None else True) and done
 
     # --- slots --------------------------------------------------------------------------
