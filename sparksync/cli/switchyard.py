@@ -107,9 +107,12 @@ def serve_command(config_path: Path | None, config_json: str | None, reach: str)
         f"(policy {config.policy.kind}; pools {', '.join(config.pools)}{followed})",
         err=True,
     )
+    from sparksync.switchyard.announce import announced
+
     with _pool_source(config, reach) as source:
         try:
-            run(config, source)
+            # Announced while it listens, so the app's dashboard finds it (docs/switchyard.md).
+            run(config, source, on_listening=lambda url: announced(config, url))
         except KeyboardInterrupt:
             pass
 

@@ -2,7 +2,7 @@
 
 Without ``SPARKSYNC_HOME`` platformdirs picks the platform's usual places.
 With it, every path moves under that directory (``config/``, ``data/``,
-``cache/``, ``logs/``) so tests and scripts never touch a user's real files.
+``cache/``, ``logs/``, ``state/``) so tests and scripts never touch a user's real files.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ __all__ = [
     "ensure_dir",
     "local_agent_state_dir",
     "log_dir",
+    "state_dir",
 ]
 
 
@@ -42,6 +43,11 @@ def cache_dir() -> Path:
 
 def log_dir() -> Path:
     return _pick("logs", platformdirs.user_log_dir)
+
+
+def state_dir() -> Path:
+    """What lives only while processes run (e.g. the gateways this computer serves now)."""
+    return _pick("state", platformdirs.user_state_dir)
 
 
 def local_agent_state_dir() -> Path:

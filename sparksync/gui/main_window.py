@@ -20,8 +20,10 @@ comes back when the app opens.
 The window holds tabs: the dashboard, the Nodes panel (pair, unpair,
 rename, deploy progress), the Workloads tab, the Benchmarks tab
 (history, scaling charts, runs) and the Topology tab (fed the same samples
-as the dashboard). Every cluster action goes through ``ClusterActions`` (core) in a
-worker (``Jobs``); errors land in the status bar.
+as the dashboard). Below the dashboard's plots, the Switchyard section
+shows each known gateway's traffic split and tokens/s. Every cluster action
+goes through ``ClusterActions`` (core) in a worker (``Jobs``); errors land
+in the status bar.
 
 With a tray icon (``enable_tray``), closing the window only hides it (the
 first time, a notification says so). Quitting, or closing without a tray,
@@ -61,6 +63,7 @@ from sparksync.gui.nodes.custom_apps_dialog import CustomAppsDialog
 from sparksync.gui.nodes.nodes_panel import NodesPanel
 from sparksync.gui.placeholders import PLACEHOLDERS, PlaceholderTab
 from sparksync.gui.settings.settings_dialog import SettingsDialog
+from sparksync.gui.switchyard.switchyard_view import SwitchyardView, app_watch
 from sparksync.gui.telemetry_worker import TelemetryWorker
 from sparksync.gui.theme import apply_theme
 from sparksync.gui.topology.topology_view import TopologyView
@@ -132,6 +135,8 @@ class MainWindow(QMainWindow):
         for i, card in enumerate(self.cards.values()):
             self.dashboard.add_side_widget(card, i)
         self.nodes_panel = NodesPanel(self.actions, self.jobs, parent=self)
+        self.switchyard = SwitchyardView(app_watch(self.actions), self)
+        self.dashboard.add_section(self.switchyard)
         self._tabs()
         self.history = HistoryBridge(history_path, self)
         self.model.row_listeners.append(self.history.put)
@@ -224,6 +229,8 @@ class MainWindow(QMainWindow):
         self.benchmarks.error_raised.connect(self._on_jobs_error_raised)
         self.workloads.status_message.connect(self._on_dashboard_status_message)
         self.workloads.error_raised.connect(self._on_jobs_error_raised)
+        self.switchyard.status_message.connect(self._on_dashboard_status_message)
+        self.switchyard.error_raised.connect(self._on_jobs_error_raised)
         self.workloads.workload_failed.connect(self.notifier.workload_failed)
         self.nodes_panel.paired_changed.connect(
             lambda nodes: self.workloads.set_nodes([n.name for n in nodes])
@@ -252,6 +259,7 @@ class MainWindow(QMainWindow):
         self.nodes_panel.reload()
         # A recorded workload that fails is told from the start, not only once its tab is shown.
         self.workloads.watch_if_recorded()
+        self.switchyard.start()
 
     def _has_fleet(self) -> bool:
         return callable(getattr(self.actions, "fleet", None))
@@ -458,6 +466,8 @@ class MainWindow(QMainWindow):
         discovery, actions = self.discovery, self.actions
         workloads = self.workloads.jobs
         self.workloads.shutdown(0)  # a launch in progress is cancelled: it stops what it had started
+        switchyard = self.switchyard
+        switchyard.shutdown(0)
 
         def close() -> None:
             try:
@@ -467,6 +477,8 @@ class MainWindow(QMainWindow):
                         "a workload launch still runs after %g s; closing its links anyway",
                         WORKLOADS_STOP_WAIT_S,
                     )
+                switchyard.jobs.wait()  # its poll may use a tunnel on the fleet: closed before it
+                switchyard.watch.close()
                 actions.close()
             finally:
                 if discovery is not None:

@@ -16,6 +16,8 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import httpx
 from starlette.applications import Starlette
@@ -37,6 +39,9 @@ from sparksync.switchyard.sources import PoolSource, StaticUrls
 from sparksync.switchyard.upstream import make_client
 
 log = logging.getLogger(__name__)
+
+# Given the gateway's URL once it listens; the context it returns is held until the gateway stops.
+OnListening = Callable[[str], AbstractContextManager[object]]
 
 
 class Gateway:
@@ -154,7 +159,9 @@ async def _not_allowed(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(error_document(405, message, "method_not_allowed"), status_code=405)
 
 
-def run(config: SwitchyardConfig, source: PoolSource | None = None) -> None:
+def run(
+    config: SwitchyardConfig, source: PoolSource | None = None, on_listening: OnListening | None = None
+) -> None:
     """Serve on uvloop where it is installed, as uvicorn does when it makes the loop itself.
 
     ``uvicorn.Server.serve`` runs on whatever loop it is given, and a plain
@@ -165,29 +172,40 @@ def run(config: SwitchyardConfig, source: PoolSource | None = None) -> None:
     try:
         import uvloop
     except ImportError:  # Windows, or a minimal install: the standard loop works, only slower
-        asyncio.run(serve(config, source))
+        asyncio.run(serve(config, source, on_listening))
         return
-    uvloop.run(serve(config, source))
+    uvloop.run(serve(config, source, on_listening))
 
 
-async def serve(config: SwitchyardConfig, source: PoolSource | None = None) -> None:
-    """Run the gateway until cancelled or interrupted (``sparksync switchyard serve``)."""
+async def serve(
+    config: SwitchyardConfig, source: PoolSource | None = None, on_listening: OnListening | None = None
+) -> None:
+    """Run the gateway until cancelled or interrupted (``sparksync switchyard serve``).
+
+    The socket is bound before uvicorn starts, so the real port (``port = 0``
+    picks a free one) is known; ``on_listening(url)`` gives a context held
+    while the gateway serves (the CLI announces the gateway with it).
+    """
     import uvicorn
 
     api_key = config.check_bind()
     app = build_app(Gateway(config, source, api_key))
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=config.listen.host,
-            port=config.listen.port,
-            log_level="warning",
-            access_log=False,
-            lifespan="on",
-        )
+    uv_config = uvicorn.Config(
+        app,
+        host=config.listen.host,
+        port=config.listen.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
     )
-    log.info("switchyard listening on http://%s:%s", config.listen.host, config.listen.port)
-    await server.serve()
+    server = uvicorn.Server(uv_config)
+    sock = uv_config.bind_socket()
+    sock.listen(uv_config.backlog)  # connections wait in the backlog, not refused, until uvicorn accepts
+    host = f"[{config.listen.host}]" if ":" in config.listen.host else config.listen.host
+    url = f"http://{host}:{sock.getsockname()[1]}"
+    log.info("switchyard listening on %s", url)
+    with on_listening(url) if on_listening is not None else contextlib.nullcontext():
+        await server.serve(sockets=[sock])
 
 
 __all__ = ["Gateway", "build_app", "run", "serve"]

@@ -130,7 +130,7 @@ def test_serve_runs_on_uvloop_where_installed(monkeypatch):
 
     seen = []
 
-    async def fake_serve(config, source=None):
+    async def fake_serve(config, source=None, on_listening=None):
         seen.append(type(asyncio.get_running_loop()))
 
     monkeypatch.setattr(gateway, "serve", fake_serve)

@@ -114,7 +114,7 @@ class DashboardView(QWidget):
             self.plots[key] = plot
             plot.set_placeholder(self.specs[key].placeholder)
         self.side_panel = self._side_panel()
-        right = QVBoxLayout()
+        right = self._right = QVBoxLayout()
         right.addLayout(self._controls())
         right.addWidget(self.readout)
         right.addWidget(self.plots_area, stretch=1)
@@ -140,6 +140,10 @@ class DashboardView(QWidget):
     def add_side_widget(self, widget: QWidget, index: int = 0) -> None:
         """Put a widget (e.g. a node card) in the side panel, above the toggles by default."""
         self.side_layout.insertWidget(index, widget)
+
+    def add_section(self, widget: QWidget) -> None:
+        """Put a section (e.g. the Switchyard gateways) below the plots."""
+        self._right.addWidget(widget)
 
     def _controls(self) -> QHBoxLayout:
         bar = QHBoxLayout()
