@@ -74,6 +74,10 @@ class GatewayReading:
     rates: dict[str, tuple[list[float], list[float]]] = field(default_factory=dict)
 
 
+class KeyWantedError(SwitchyardError):
+    """The gateway's /metrics answered 401: it wants an API key the watch did not send (or a right one)."""
+
+
 def scrape(client: httpx.Client, url: str, api_key: str | None = None, at: float | None = None) -> Scrape:
     """Read ``url``/metrics once; SwitchyardError (NotAGatewayError) in words when that fails."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -85,7 +89,7 @@ def scrape(client: httpx.Client, url: str, api_key: str | None = None, at: float
             "is it still running?"
         ) from None
     if response.status_code == 401:
-        raise SwitchyardError(
+        raise KeyWantedError(
             f"the gateway at {url} wants an API key for /metrics; export the key in the environment "
             "variable its listen.api_key_env names before starting SparkSync"
         )
@@ -193,7 +197,9 @@ class GatewayWatch:
             now = scrape(self._client, url, place.api_key)
         except SparkSyncError as exc:
             self._scrapes.pop(place.key, None)
-            return GatewayReading(place.key, place.label, place.origin, url, time.time(), problem=str(exc))
+            return GatewayReading(
+                place.key, place.label, place.origin, url, time.time(), problem=_why(place, exc)
+            )
         kept = self._scrapes.setdefault(place.key, deque())
         while kept and kept[0].at < now.at - self.window_s:
             kept.popleft()
@@ -239,6 +245,17 @@ class GatewayWatch:
             stack, url = self._held.pop(key)
             log.info("the gateway workload at %s (%s) left the record; closing its way in", key, url)
             stack.close()
+
+
+def _why(place: GatewayPlace, exc: SparkSyncError) -> str:
+    if isinstance(exc, KeyWantedError) and place.origin == "workload":
+        # Its config went to the node inline; the record does not say where its key comes from.
+        return (
+            f"the gateway {place.label} wants an API key for /metrics, and the app has none for a "
+            "gateway launched on a node; launch it without listen.api_key_env/api_key_file to see "
+            "its figures here"
+        )
+    return str(exc)
 
 
 def _held_key(endpoint: Endpoint) -> tuple[str, str, int]:

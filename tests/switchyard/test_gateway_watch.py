@@ -185,6 +185,26 @@ def test_gateways_on_nodes_are_read_from_the_workload_record(fake, gateway):
         watch.close()
 
 
+def test_a_workload_gateway_that_wants_a_key_says_the_app_has_none(fake, gateway, monkeypatch):
+    """Its config went to the node inline: the app cannot know its key, and must not ask to export it."""
+    monkeypatch.setenv("SY_NODE_KEY", "sesame")
+    gw = gateway(config_for([fake("s").url], [fake("l").url], listen={"api_key_env": "SY_NODE_KEY"}))
+
+    @contextmanager
+    def reach(endpoint: Endpoint):
+        yield gw.url
+
+    records = [gateway_record("switchyard-1", "spark-1", 8400)]
+    watch = GatewayWatch(reach=lambda: reach, records=lambda: records, urls=list, announced=list)
+    try:
+        (reading,), _ = watch.poll()
+        assert reading.live is None and "switchyard-1 on spark-1" in reading.problem
+        assert "has none for a gateway launched on a node" in reading.problem
+        assert "export" not in reading.problem
+    finally:
+        watch.close()
+
+
 def test_a_workload_gateway_without_a_way_to_the_nodes_says_so():
     watch = GatewayWatch(records=lambda: [gateway_record("w", "spark-2", 8400)], urls=list, announced=list)
     try:
