@@ -62,7 +62,9 @@ class Tunnel:
         self._wake_w.send(b"x")
         while True:
             with self._lock:
-                threads = [t for t in self._threads if t is not threading.current_thread()]
+                # A thread killed at interpreter exit never ran its ``finally``: skip the dead ones
+                # rather than join them forever.
+                threads = [t for t in self._threads if t is not threading.current_thread() and t.is_alive()]
             if not threads:
                 break
             for thread in threads:
@@ -81,8 +83,9 @@ class Tunnel:
     def _spawn(self, target: Callable, name: str, *args: object) -> None:
         thread = threading.Thread(target=self._tracked, args=(target, *args), name=name, daemon=True)
         with self._lock:
+            # Started under the lock, so every thread ``close`` sees is alive until it ends.
             self._threads.add(thread)
-        thread.start()
+            thread.start()
 
     def _tracked(self, target: Callable, *args: object) -> None:
         try:
