@@ -42,7 +42,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QWidget
 from sparksync_agent.protocol import Sample, Snapshot
@@ -59,6 +59,7 @@ from sparksync.gui.benchmarks.run_details import finished_text
 from sparksync.gui.dashboard.dashboard_view import DashboardView
 from sparksync.gui.dashboard.history_bridge import HistoryBridge
 from sparksync.gui.node_card import NodeCard
+from sparksync.gui.node_feeds import NodeFeed, NodeFeeds
 from sparksync.gui.nodes.custom_apps_dialog import CustomAppsDialog
 from sparksync.gui.nodes.nodes_panel import NodesPanel
 from sparksync.gui.placeholders import PLACEHOLDERS, PlaceholderTab
@@ -76,28 +77,6 @@ log = logging.getLogger(__name__)
 TITLE = "SparkSync"
 MAX_NODES = 8
 WORKLOADS_STOP_WAIT_S = 60.0  # a cancelled launch stops every rank it started (a grace period each)
-
-
-class _NodeFeed(QObject):
-    """One node's worker, with its samples tagged by node name (lives in the GUI thread)."""
-
-    sample_received = Signal(str, object)
-    node_ready = Signal(str, object)
-
-    def __init__(self, node: NodeHandle, parent: QObject):
-        super().__init__(parent)
-        self.node = node
-        self.thread: QThread | None = None
-        self.worker: TelemetryWorker | None = None
-        self.removed = False  # its node was unpaired: forget the feed once its thread ends
-
-    @Slot(object)
-    def _on_worker_sample_received(self, sample: Sample) -> None:
-        self.sample_received.emit(self.node.name, sample)
-
-    @Slot(object)
-    def _on_worker_node_ready(self, snapshot: Snapshot) -> None:
-        self.node_ready.emit(self.node.name, snapshot)
 
 
 class MainWindow(QMainWindow):
@@ -140,7 +119,7 @@ class MainWindow(QMainWindow):
         self._tabs()
         self.history = HistoryBridge(history_path, self)
         self.model.row_listeners.append(self.history.put)
-        self._feeds = [_NodeFeed(n, self) for n in self.nodes]
+        self.feeds = NodeFeeds(self.nodes, self)
         self._status_bar()
         self.notifier = Notifier(self.statusBar(), self)
         self._menus()
@@ -217,8 +196,7 @@ class MainWindow(QMainWindow):
         self.history.loaded.connect(self._on_history_loaded)
         self.history.error_raised.connect(self._on_history_error_raised)
         self.history.stopped.connect(self._on_part_stopped)
-        for feed in self._feeds:
-            self._connect_feed(feed)
+        self._connect_feeds()
         self.nodes_panel.paired_changed.connect(self._on_nodes_panel_paired_changed)
         self.jobs.error_raised.connect(self._on_jobs_error_raised)
         self.jobs.finished.connect(self._on_jobs_finished)
@@ -240,11 +218,16 @@ class MainWindow(QMainWindow):
 
     # --- lifecycle ---------------------------------------------------------------------
 
-    def _connect_feed(self, feed: _NodeFeed) -> None:
-        feed.sample_received.connect(self._on_feed_sample_received)
-        feed.node_ready.connect(self._on_feed_node_ready)
-        feed.sample_received.connect(self.topology.add_sample)
-        feed.node_ready.connect(self.topology.add_snapshot)
+    def _connect_feeds(self) -> None:
+        feeds = self.feeds
+        feeds.sample_received.connect(self._on_feeds_sample_received)
+        feeds.node_ready.connect(self._on_feeds_node_ready)
+        feeds.sample_received.connect(self.topology.add_sample)
+        feeds.node_ready.connect(self.topology.add_snapshot)
+        feeds.status_changed.connect(self._on_worker_status_changed)
+        feeds.error_raised.connect(self._on_worker_error_raised)
+        feeds.connected.connect(self._on_worker_connected)
+        feeds.feed_ended.connect(self._on_feeds_feed_ended)
 
     def start(self) -> None:
         """Start the history recorder and the node workers, and read the registry.
@@ -253,9 +236,9 @@ class MainWindow(QMainWindow):
         paired, the keyring is not even asked for this computer's key).
         """
         self.history.start(COARSE_SPAN_S)
-        for feed in self._feeds:
-            if feed.thread is None and not (self._has_fleet() and feed.node.source == "ssh"):
-                self._start_feed(feed)
+        for feed in self.feeds.idle():
+            if not (self._has_fleet() and feed.node.source == "ssh"):
+                self.feeds.start(feed)
         self.nodes_panel.reload()
         # A recorded workload that fails is told from the start, not only once its tab is shown.
         self.workloads.watch_if_recorded()
@@ -286,9 +269,8 @@ class MainWindow(QMainWindow):
         self.nodes_panel.attach_states(fleet)
         for name, state in states.items():
             self.nodes_panel.rows.set_state(name, state)
-        for feed in self._feeds:
-            if feed.thread is None and not feed.removed:
-                self._start_feed(feed)
+        for feed in self.feeds.idle():
+            self.feeds.start(feed)
         self._sync_feeds()
 
     def _on_nodes_panel_paired_changed(self, nodes: list) -> None:
@@ -301,7 +283,7 @@ class MainWindow(QMainWindow):
         """Stream every paired node, and stop streaming the ones no longer paired."""
         if self.fleet is None or self._paired_names is None or self._closing:
             return
-        streamed = {f.node.name: f for f in self._feeds if f.node.source == "ssh" and not f.removed}
+        streamed = {f.node.name: f for f in self.feeds.feeds if f.node.source == "ssh" and not f.removed}
         for name, feed in streamed.items():
             if name not in self._paired_names:
                 self._remove_feed(feed)
@@ -320,52 +302,30 @@ class MainWindow(QMainWindow):
             card = self.cards[node.name] = NodeCard(node.name)
             self.dashboard.memory_unit_changed.connect(card.set_memory_unit)
             self.dashboard.add_side_widget(card, len(self.cards) - 1)
-        feed = _NodeFeed(node, self)
-        self._connect_feed(feed)
-        self._feeds.append(feed)
         self.nodes.append(node)
-        self._start_feed(feed)
+        self.feeds.add(node)
 
-    def _remove_feed(self, feed: _NodeFeed) -> None:
-        feed.removed = True
+    def _remove_feed(self, feed: NodeFeed) -> None:
         if feed.node in self.nodes:
             self.nodes.remove(feed.node)
         card = self.cards.pop(feed.node.name, None)
         if card is not None:
             card.hide()
             card.deleteLater()
-        if feed.worker is not None:
-            feed.worker.stop()
-        elif feed.thread is None:
-            self._feeds.remove(feed)
-
-    def _start_feed(self, feed: _NodeFeed) -> None:
-        feed.thread = QThread(self)
-        feed.thread.setObjectName(f"telemetry:{feed.node.name}")
-        feed.worker = TelemetryWorker(feed.node)
-        feed.worker.moveToThread(feed.thread)
-        feed.thread.started.connect(feed.worker.run)
-        feed.worker.node_ready.connect(feed._on_worker_node_ready)
-        feed.worker.sample_received.connect(feed._on_worker_sample_received)
-        feed.worker.status_changed.connect(self._on_worker_status_changed)
-        feed.worker.error_raised.connect(self._on_worker_error_raised)
-        feed.worker.connected.connect(self._on_worker_connected)
-        feed.worker.finished.connect(feed.thread.quit)
-        feed.thread.finished.connect(lambda feed=feed: self._on_feed_thread_finished(feed))
-        feed.thread.start()
+        self.feeds.remove(feed)
 
     @property
     def worker(self) -> TelemetryWorker | None:
         """The first node's worker (None once stopped)."""
-        return self._feeds[0].worker if self._feeds else None
+        return self.feeds.feeds[0].worker if self.feeds.feeds else None
 
     def streamed_nodes(self) -> list[str]:
         """The nodes whose telemetry workers run now."""
-        return [f.node.name for f in self._feeds if f.thread is not None and not f.removed]
+        return self.feeds.streamed()
 
     def is_running(self) -> bool:
         return (
-            any(f.thread is not None and f.thread.isRunning() for f in self._feeds)
+            self.feeds.running()
             or self.history.is_running()
             or self._core_closing
             or self._core_pending
@@ -436,9 +396,7 @@ class MainWindow(QMainWindow):
         if not self._closing:
             self._closing = True
             self.statusBar().showMessage("Stopping…")
-            for feed in self._feeds:
-                if feed.worker is not None:
-                    feed.worker.stop()
+            self.feeds.stop_all()
             self.model.flush()  # the second in progress goes to the history too
             self._stop_asking()
             self._core_pending = True
@@ -456,7 +414,7 @@ class MainWindow(QMainWindow):
     def _close_core_once_feeds_end(self) -> None:
         # The app's hold on the fleet goes last: the fleet then closes in a worker of ours,
         # never in a telemetry thread that happened to be its last user.
-        if self._core_pending and not any(f.thread is not None for f in self._feeds):
+        if self._core_pending and not self.feeds.has_threads():
             self._core_pending = False
             self._close_core()
 
@@ -568,7 +526,7 @@ class MainWindow(QMainWindow):
 
     # --- slots --------------------------------------------------------------------------
 
-    def _on_feed_node_ready(self, name: str, snapshot: Snapshot) -> None:
+    def _on_feeds_node_ready(self, name: str, snapshot: Snapshot) -> None:
         if name not in self.cards:  # unpaired meanwhile
             return
         self.nodes_panel.rows.set_agent_version(name, snapshot.info.agent_version)
@@ -576,7 +534,7 @@ class MainWindow(QMainWindow):
         if snapshot.latest is not None:
             self.model.add_sample(name, snapshot.latest)
 
-    def _on_feed_sample_received(self, name: str, sample: Sample) -> None:
+    def _on_feeds_sample_received(self, name: str, sample: Sample) -> None:
         if name not in self.cards:  # unpaired meanwhile
             return
         self.last_sample_ts[name] = sample.ts
@@ -634,14 +592,10 @@ class MainWindow(QMainWindow):
 
     def _shows_live_memory(self) -> bool:
         # History alone also draws memory; "live" means a sample of this session is on screen.
-        return any(self.model.latest(f.node.name, MEMORY_USED) is not None for f in self._feeds)
+        return any(self.model.latest(f.node.name, MEMORY_USED) is not None for f in self.feeds.feeds)
 
-    def _on_feed_thread_finished(self, feed: _NodeFeed) -> None:
-        feed.worker.deleteLater()
-        feed.thread.deleteLater()
-        feed.worker, feed.thread = None, None
+    def _on_feeds_feed_ended(self, feed: NodeFeed) -> None:
         if feed.removed:
-            self._feeds.remove(feed)
             self.last_sample_ts.pop(feed.node.name, None)
         if self._closing:
             self._close_core_once_feeds_end()

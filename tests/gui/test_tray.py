@@ -141,7 +141,7 @@ def test_the_window_computes_the_tooltip_from_what_the_dashboard_holds(qtbot, ho
     tray = install_tray(win, available=True, open_url=lambda url: None)
     now = time.time()
     for i in range(3):
-        win._on_feed_sample_received(
+        win.feeds.sample_received.emit(
             "this computer", Sample(seq=i + 1, ts=now - 2 + i, memory=memory(412e9 - i))
         )
     win.model.add_tokens("llama", now + 0.5, 38.0)

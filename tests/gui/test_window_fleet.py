@@ -105,7 +105,7 @@ def test_paired_nodes_get_workers_and_live_states_and_an_unpaired_one_stops(qtbo
     actions.nodes = actions.nodes[:1]  # n2 unpaired elsewhere (the CLI)
     with qtbot.waitSignal(panel.paired_changed, timeout=10_000):
         panel.reload()
-    qtbot.waitUntil(lambda: win.streamed_nodes() == ["n1"] and len(win._feeds) == 1, timeout=15_000)
+    qtbot.waitUntil(lambda: win.streamed_nodes() == ["n1"] and len(win.feeds.feeds) == 1, timeout=15_000)
     assert set(win.cards) == {"n1"} and actions.called("fleet") == [()]
 
 
