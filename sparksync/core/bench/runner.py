@@ -35,7 +35,7 @@ from sparksync.core.bench.preflight import PreflightReport, resolve_tokenizer, r
 from sparksync.core.bench.profile import BenchProfile
 from sparksync.core.bench.progress import BenchProgress, JsonlFollower, ProgressTracker, RequestStat
 from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE, PromptServer, read_prompt_text
-from sparksync.core.bench.results import measured_rows, suite_rows
+from sparksync.core.bench.results import SuiteRow, measured_rows, suite_rows
 from sparksync.core.planner.bounds import Hardware
 
 log = logging.getLogger(__name__)
@@ -225,18 +225,32 @@ def _judge(result: dict | None, tracker: ProgressTracker, profile: BenchProfile,
         kept = f"the {len(measured)} finished test(s) are kept" if measured else "no test had finished"
         status: Status = "partial" if measured or done else "failed"
         return status, (f"cancelled after {done} of {tracker.requests_total} measured requests; {kept}")
-    if returncode == 0 and len(measured) == len(suite_rows(result)) == expected and not failures:
+    missing = _missing_figures(measured)
+    if returncode == 0 and len(measured) == len(suite_rows(result)) == expected and not failures and not missing:
         return "complete", None
     if measured:
         problems = []
         if len(measured) < expected:
             problems.append(f"only {len(measured)} of {expected} tests have figures")
+        problems += missing
         if failures:
             problems.append(f"requests failed: {failures}; the figures come from the runs that succeeded")
         problems = problems or [f"llama-benchy exited with status {returncode}"]
         return "partial", "; ".join(problems) + "; check the endpoint's log, then run the benchmark again"
     reason = failures or _benchy_error(log_tail) or f"llama-benchy exited with status {returncode}"
     return "failed", f"the benchmark produced no figures: {reason}"
+
+
+def _missing_figures(rows: list[SuiteRow]) -> list[str]:
+    """Tests that have figures but no decode speed: a run without one is not complete.
+
+    llama-benchy leaves a test's decode speed out (null) when in none of its runs it could
+    time two tokens apart: all of them arrived in one read. One generated token has no
+    decode speed by definition.
+    """
+    return [f"{row.label}: llama-benchy measured no decode speed (in every run the tokens arrived at once: "
+            "the client was starved of CPU or the server sent them in one burst)"
+            for row in rows if row.decode_tps is None and row.response_size > 1]
 
 
 def _request_errors(requests: list[RequestStat]) -> str:

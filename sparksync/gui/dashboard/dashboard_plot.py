@@ -4,7 +4,7 @@ Curves get pyqtgraph's automatic peak downsampling and clip-to-view, so a
 10-minute window of 10 Hz samples costs about two points (a min and a max) per pixel column.
 The Y range is set here, from 0 to just above the largest visible value,
 and only moved when that changes by a noticeable step: pyqtgraph's own
-auto-range would rescan every curve on every update.
+auto-range would rescan every curve on every update. A draw costs one paint.
 """
 
 from __future__ import annotations
@@ -53,6 +53,9 @@ class DashboardPlot(pg.PlotWidget):
             # whose ticks did not move (the cache is dropped whenever the axis itself changes).
             axis.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         item.titleLabel.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        for side in ("top", "right"):
+            # Hidden, yet linked: each X range change would rebuild the top axis' label text.
+            item.getAxis(side).unlinkFromView()
         self.placeholder = pg.TextItem("", color="#8a9099", anchor=(0.5, 0.5))
         item.addItem(self.placeholder, ignoreBounds=True)
         self.set_memory_unit(memory_unit)
@@ -122,6 +125,9 @@ class DashboardPlot(pg.PlotWidget):
             points += len(x)
             top = max(top, _finite_max(y))
         self._fit_y(top)
+        # Move the view now rather than from inside the paint, where pyqtgraph would move it and
+        # thereby ask for a second paint of the same plot (every draw would be painted twice).
+        self.view_box.prepareForPaint()
         return points
 
     def _fit_y(self, top: float) -> None:

@@ -8,7 +8,10 @@ ticking at ``REDRAW_HZ`` redraws, and only when the model changed:
   never more than 30 a second);
 - each tick redraws at most one plot of the frame, so the GUI thread never
   spends more than one plot's work at a time and the event loop stays
-  responsive however many nodes stream.
+  responsive however many nodes stream;
+- nothing is redrawn while the plots cannot be seen (another tab is current,
+  the window is hidden in the tray or minimised): the buffers keep filling, and
+  the moment the dashboard shows again every plot is brought up to date at once.
 
 The plots follow the same time range. Zooming or panning one (mouse wheel,
 drag) applies to all and pauses the live view; Pause freezes it while the
@@ -253,9 +256,27 @@ class DashboardView(QWidget):
 
     # --- drawing --------------------------------------------------------------------
 
+    def on_screen(self) -> bool:
+        """Whether the plots can be seen: shown, on the current tab, in a window that is not minimised."""
+        return self.isVisible() and not self.window().isMinimized()
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        # Back on screen: draw the whole frame before the first paint, not one plot per tick,
+        # so no plot is seen stale while the others catch up.
+        if self._paused:
+            return
+        if self.model.version != self._seen_version:
+            self._start_frame()
+        if self._pending:
+            for key in self._pending:
+                self._draw_plot(key)
+            self._pending = []
+            self.frame_drawn.emit()
+
     def _on_timer_timeout(self) -> None:
         self.ticks += 1
-        if self._paused:
+        if self._paused or not self.on_screen():
             return
         if not self._pending and self.model.version != self._seen_version and self._frame_due():
             self._start_frame()

@@ -41,6 +41,9 @@ class FakeSettings:
     # llama.cpp's server closes the connection after each stream (a moment later) while
     # promising keep-alive.
     close_after_stream: bool = False
+    # Every token of a stream in one write, as a server (or proxy) that buffers its stream would
+    # send them: the client reads them all at once and cannot time them apart.
+    burst: bool = False
 
 
 @dataclass
@@ -176,18 +179,25 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         def _stream_tokens(self, body: dict) -> None:
             n = int(body.get("max_tokens") or 16)
             time.sleep(s.prefill_delay_s)
+            held = []
             for i in range(n):
                 if fake._stopping.is_set():
                     return
-                self._event({"choices": [{"index": 0, "delta": {"content": WORDS[i % len(WORDS)]}}]})
+                token = {"choices": [{"index": 0, "delta": {"content": WORDS[i % len(WORDS)]}}]}
+                if s.burst:
+                    held.append(_event_bytes(token))
+                    continue
+                self._event(token)
                 time.sleep(s.token_delay_s)
+            if held:
+                self._chunk(b"".join(held))
             prompt = fake.count_prompt(body["messages"])
             usage = {"prompt_tokens": prompt, "completion_tokens": n, "total_tokens": prompt + n}
             self._event({"choices": [], "usage": usage} if s.with_usage else {"choices": []})
             self._chunk(b"data: [DONE]\n\n")
 
         def _event(self, data: dict) -> None:
-            self._chunk(b"data: " + json.dumps(data).encode() + b"\n\n")
+            self._chunk(_event_bytes(data))
 
         def _chunk(self, data: bytes) -> None:
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -213,3 +223,7 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             pass  # the tests assert on counters, not on a log
 
     return Handler
+
+
+def _event_bytes(data: dict) -> bytes:
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
