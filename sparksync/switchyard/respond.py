@@ -27,6 +27,7 @@ class RelayResponse:
         self._request_id = request_id
         self._started = False
         self._finished = False
+        self._complete = False  # the server took the answer's end
 
     async def __call__(self, scope, receive, send) -> None:
         async with anyio.create_task_group() as tg:
@@ -34,7 +35,11 @@ class RelayResponse:
             try:
                 await self._pump(send)
             finally:
-                tg.cancel_scope.cancel()
+                # Once the answer is complete the server ends the watcher's receive() itself
+                # (ASGI: a receive after the response gets http.disconnect); cancelling it anyway
+                # would cost every request a cancellation (anyio formats a task repr for each).
+                if not self._complete:
+                    tg.cancel_scope.cancel()
 
     async def _watch_disconnect(self, receive, scope: anyio.CancelScope) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -51,6 +56,7 @@ class RelayResponse:
                     await self._send(send, item)
             self._finished = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+            self._complete = True
         except TimeoutError:
             await self._timed_out(send)
         except OSError:
@@ -85,3 +91,4 @@ class RelayResponse:
         else:
             body = sse_error_event(message, code="timeout")
         await send({"type": "http.response.body", "body": body, "more_body": False})
+        self._complete = True
