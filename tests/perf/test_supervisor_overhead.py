@@ -33,7 +33,7 @@ from tests.engines.conftest import (  # noqa: F401  (fixtures this benchmark use
 from tests.engines.engine_procs import free_port
 from tests.perf.report import Report, assert_targets
 from tests.perf.settings import Durations, scale_from_env
-from tests.perf.switchyard_bench import cpu_seconds, cpus_split, run_windows
+from tests.perf.switchyard_bench import Load, Route, Window, cpu_seconds, cpus_split, run_window
 
 pytestmark = [
     pytest.mark.perf,
@@ -66,6 +66,13 @@ def _wait(check, timeout: float = 120.0):
     raise AssertionError("timed out")
 
 
+def _stream_for(url: str, model: str, seconds: float) -> Window:
+    """CONCURRENCY closed-loop streams of MAX_TOKENS straight to the engine, counted for ``seconds``."""
+    load = Load(CONCURRENCY, seconds, settle_s=0.5, min_tokens=MAX_TOKENS, max_tokens=MAX_TOKENS)
+    windows, _side = run_window([Route("direct", url, model)], load)
+    return windows["direct"]
+
+
 def test_supervisor_cpu_beside_the_engine(llama_binaries, tiny_model, tmp_path, durations, perf_out):  # noqa: F811
     agent = start_agent(tmp_path / "state", tmp_path / "agent.log", "--sample-hz", "1")
     client = AgentClient(agent.base_url, agent.token, timeout=30.0)
@@ -80,7 +87,7 @@ def test_supervisor_cpu_beside_the_engine(llama_binaries, tiny_model, tmp_path, 
         agent_proc = psutil.Process(agent.proc.pid)
         url = f"http://127.0.0.1:{launch.ports[0]}"
         with cpus_split(engine.pid) as split:
-            run_windows(url, tiny_model.name, CONCURRENCY, max(1.0, durations.warmup_s), MAX_TOKENS)
+            _stream_for(url, tiny_model.name, max(1.0, durations.warmup_s))
             idle_before = cpu_seconds([agent_proc])
             time.sleep(durations.cpu_s)
             idle_agent = cpu_seconds([agent_proc]) - idle_before
@@ -89,7 +96,7 @@ def test_supervisor_cpu_beside_the_engine(llama_binaries, tiny_model, tmp_path, 
                 "keeper": cpu_seconds([keeper]),
                 "engine": cpu_seconds([engine]),
             }
-            window = run_windows(url, tiny_model.name, CONCURRENCY, durations.cpu_s, MAX_TOKENS)
+            window = _stream_for(url, tiny_model.name, durations.cpu_s)
             used = {
                 "agent": cpu_seconds([agent_proc]) - before["agent"],
                 "keeper": cpu_seconds([keeper]) - before["keeper"],
