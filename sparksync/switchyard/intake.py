@@ -10,9 +10,8 @@ import hmac
 import json
 import logging
 import uuid
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
-
-from starlette.requests import Request
 
 from sparksync.switchyard import features
 from sparksync.switchyard.config import VIRTUAL_MODEL, SwitchyardConfig
@@ -29,11 +28,11 @@ class HttpError(Exception):
         self.status, self.message, self.code, self.param = status, message, code, param
 
 
-def check_key(request: Request, api_key: str | None) -> None:
+def check_key(headers: Mapping[str, str], api_key: str | None) -> None:
     if api_key is None:
         return
-    given = request.headers.get("authorization", "")
-    token = given[7:].strip() if given[:7].lower() == "bearer " else request.headers.get("x-api-key", "")
+    given = headers.get("authorization", "")
+    token = given[7:].strip() if given[:7].lower() == "bearer " else headers.get("x-api-key", "")
     if not hmac.compare_digest(token.encode(), api_key.encode()):
         raise HttpError(
             401,
@@ -43,13 +42,13 @@ def check_key(request: Request, api_key: str | None) -> None:
         )
 
 
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
+async def read_json(headers: Mapping[str, str], stream: AsyncIterator[bytes], limit: int) -> dict[str, Any]:
     """The body as a JSON object, refusing anything over ``limit`` bytes before reading it all."""
-    declared = request.headers.get("content-length", "")
+    declared = headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise _too_large(int(declared), limit)
     chunks, size = [], 0
-    async for chunk in request.stream():
+    async for chunk in stream:
         size += len(chunk)
         if size > limit:
             raise _too_large(size, limit)
@@ -84,10 +83,10 @@ class Router:
     def models(self) -> list[str]:
         return [VIRTUAL_MODEL, *self.config.pools]
 
-    def job(self, request: Request, body: dict[str, Any], endpoint: str, path: str) -> Job:
+    def job(self, headers: Mapping[str, str], body: dict[str, Any], endpoint: str, path: str) -> Job:
         _check_shape(body, endpoint)
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:12]
-        decision, via = self._decide(request, body, endpoint)
+        request_id = headers.get("x-request-id") or uuid.uuid4().hex[:12]
+        decision, via = self._decide(headers, body, endpoint)
         log.info(
             "request %s: %s -> pool %s (via %s; %s: %s)",
             request_id,
@@ -99,9 +98,11 @@ class Router:
         )
         return Job(request_id, endpoint, path, body, body.get("stream") is True, decision, via)
 
-    def _decide(self, request: Request, body: dict[str, Any], endpoint: str) -> tuple[Decision, str]:
+    def _decide(
+        self, headers: Mapping[str, str], body: dict[str, Any], endpoint: str
+    ) -> tuple[Decision, str]:
         model = body["model"]
-        forced = request.headers.get(POOL_HEADER)
+        forced = headers.get(POOL_HEADER)
         if forced is not None:
             if forced not in self.config.pools:
                 raise HttpError(

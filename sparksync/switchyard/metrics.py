@@ -7,8 +7,10 @@ requests update, so they can never disagree.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -18,6 +20,10 @@ from sparksync.switchyard.pools import PoolSet
 
 TTFT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 RATE_WINDOW_S = 10.0
+# How long an answer's bookkeeping may wait. It runs when the gateway would be idle anyway
+# (while the engine computes), not between the answer's last byte and the client's next
+# request, where each microsecond adds to what the client waits for.
+DEFER_S = 0.005
 
 
 class RateWindow:
@@ -73,7 +79,23 @@ class GatewayMetrics:
         self.tokens = Counter("switchyard_output_tokens", "Output tokens delivered", ["pool"], registry=r)
         self.windows = {name: RateWindow() for name in pools.names()}
         self._answered = {name: 0 for name in pools.names()}
+        self._pending: list[Callable[[], None]] = []
+        self._flush_timer: asyncio.TimerHandle | None = None
         r.register(_LiveCollector(self))
+
+    def defer(self, record: Callable[[], None]) -> None:
+        """Run ``record`` a moment later; every read of the figures runs what is pending first."""
+        self._pending.append(record)
+        if self._flush_timer is None:
+            self._flush_timer = asyncio.get_running_loop().call_later(DEFER_S, self.flush)
+
+    def flush(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        pending, self._pending = self._pending, []
+        for record in pending:
+            record()
 
     def answered(self, pool: str, ok: bool, tokens: int, ttft_s: float | None) -> None:
         self.requests.labels(pool, "ok" if ok else "error").inc()
@@ -85,10 +107,12 @@ class GatewayMetrics:
             self.ttft.labels(pool).observe(ttft_s)
 
     def shares(self) -> dict[str, float]:
+        self.flush()
         total = sum(self._answered.values())
         return {pool: (n / total if total else 0.0) for pool, n in self._answered.items()}
 
     def exposition(self) -> bytes:
+        self.flush()
         return generate_latest(self.registry)
 
 

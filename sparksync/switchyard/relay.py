@@ -1,7 +1,9 @@
 """Carry one request to a pool and its answer back, with retries, fallback and the cascade.
 
 ``Relay.produce`` is an async generator: first a ``Head`` (status and
-headers), then the body's bytes, exactly as the replica sent them. Nothing
+headers), then the body's bytes, exactly as the replica sent them, the last
+of them as an ``End``. The bookkeeping (token count, metrics) is deferred:
+the client's stream ends first. Nothing
 is yielded until a replica has produced its first bytes, so every failure
 before that point is retried on another replica (or the other pool, when
 the config allows a fallback) without the client noticing.
@@ -31,6 +33,16 @@ from sparksync.switchyard.wire import WireClient, WireError
 
 log = logging.getLogger(__name__)
 JSON_HEADERS = [("content-type", "application/json")]
+
+
+@dataclass(frozen=True)
+class End:
+    """The answer's last bytes (maybe none): the client's stream ends with them, in one write."""
+
+    body: bytes = b""
+
+
+END = End()
 
 
 @dataclass(frozen=True)
@@ -79,13 +91,13 @@ class Relay:
         self.metrics = metrics
         self._keys = {name: _pool_key(p.api_key_env) for name, p in config.pools.items()}
 
-    def produce(self, job: Job) -> AsyncIterator[Head | bytes]:
+    def produce(self, job: Job) -> AsyncIterator[Head | bytes | End]:
         """The answer's head and bytes; ``_live`` is returned as is (no wrapper per token)."""
         if job.decision.escalate_to and isinstance(self.policy, CascadePolicy):
             return self._cascade(job)
         return self._live(job, job.decision.pool, job.via)
 
-    async def _cascade(self, job: Job) -> AsyncIterator[Head | bytes]:
+    async def _cascade(self, job: Job) -> AsyncIterator[Head | bytes | End]:
         held = await self._held_answer(job, job.decision.pool)
         if held is None:
             assert job.decision.escalate_to is not None
@@ -95,7 +107,7 @@ class Relay:
 
     # -- live relay --------------------------------------------------------------------------
 
-    async def _live(self, job: Job, pool_name: str, via: str) -> AsyncIterator[Head | bytes]:
+    async def _live(self, job: Job, pool_name: str, via: str) -> AsyncIterator[Head | bytes | End]:
         try:
             att = await self._open(job, pool_name, via)
         except PoolDown as down:
@@ -107,13 +119,19 @@ class Relay:
         stats = StreamStats(job.started)
         ok = att.status == 200
         via = via if att.pool.name == pool_name else "fallback"
+        ended = False
         try:
             yield Head(att.status, self._headers(att, job, via))
             stats.feed(att.first)
-            yield att.first
+            ended = att.finished()
+            yield End(att.first) if ended else att.first
             async for chunk in att.rest():
                 stats.feed(chunk)
-                yield chunk
+                # The replica's end came with this piece: the client gets both in one write.
+                ended = att.finished()
+                yield End(chunk) if ended else chunk
+            if not ended:
+                yield END
         except WireError as exc:
             ok = False
             self._broken(att, exc)
@@ -122,9 +140,14 @@ class Relay:
                 "the answer is incomplete: send the request again"
             )
         finally:
-            stats.finish()
+            # Nothing here waits between the answer's end and the release, so the connection
+            # is back in the pool before the client's next request can be read.
             await self._release(att)
-            self._record(job, att, stats, ok)
+            self.metrics.defer(lambda: self._finish(job, att, stats, ok))
+
+    def _finish(self, job: Job, att: Attempt, stats: StreamStats, ok: bool) -> None:
+        stats.finish()
+        self._record(job, att, stats, ok)
 
     def _broken(self, att: Attempt, exc: Exception) -> None:
         att.replica.breaker.on_failure()
@@ -209,7 +232,7 @@ class Relay:
 
     # -- cascade -----------------------------------------------------------------------------
 
-    async def _held_answer(self, job: Job, pool_name: str) -> AsyncIterator[Head | bytes] | None:
+    async def _held_answer(self, job: Job, pool_name: str) -> AsyncIterator[Head | bytes | End] | None:
         """The small pool's whole answer, or None when it must escalate."""
         assert isinstance(self.policy, CascadePolicy)
         self.metrics.routed.labels(pool_name, job.via).inc()
@@ -246,13 +269,14 @@ class Relay:
             return [f"{att.pool.name} sent an answer that does not parse"]
         return self.policy.failures(answer, job.body)
 
-    async def _replay(self, job: Job, att: Attempt, chunks: list[bytes]) -> AsyncIterator[Head | bytes]:
+    async def _replay(self, job: Job, att: Attempt, chunks: list[bytes]) -> AsyncIterator[Head | bytes | End]:
         stats = StreamStats(job.started)
         att.first, att.complete = b"".join(chunks), True
         yield Head(att.status, self._headers(att, job, job.via))
         for chunk in chunks:
             stats.feed(chunk)
             yield chunk
+        yield END
         stats.finish()
         self._record(job, att, stats, ok=True)
 

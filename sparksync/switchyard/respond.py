@@ -9,61 +9,78 @@ closes the replica's response, which makes the engine free its slot.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
 import anyio
 
 from sparksync.switchyard.http_errors import error_body, sse_error_event
-from sparksync.switchyard.relay import Head
+from sparksync.switchyard.relay import End, Head
 
 log = logging.getLogger(__name__)
 
 
 class RelayResponse:
-    def __init__(self, items: AsyncIterator[Head | bytes], timeout_s: float, request_id: str):
+    def __init__(self, items: AsyncIterator[Head | bytes | End], timeout_s: float, request_id: str):
         self._items = items
         self._timeout_s = timeout_s
         self._request_id = request_id
         self._started = False
         self._finished = False
         self._complete = False  # the server took the answer's end
+        self._left = False  # the client disconnected before the end
 
     async def __call__(self, scope, receive, send) -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
-            try:
-                await self._pump(send)
-            finally:
-                # Once the answer is complete the server ends the watcher's receive() itself
-                # (ASGI: a receive after the response gets http.disconnect); cancelling it anyway
-                # would cost every request a cancellation (anyio formats a task repr for each).
-                if not self._complete:
-                    tg.cancel_scope.cancel()
+        # A plain asyncio task watches the connection, not an anyio task group: a group costs
+        # each request a cancel scope and its bookkeeping, a sizeable share of a short stream.
+        task = asyncio.current_task()
+        assert task is not None
+        watcher = asyncio.create_task(self._watch_disconnect(receive, task))
+        try:
+            await self._pump(send)
+        except asyncio.CancelledError:
+            # Our own watcher's cancel ends the answer quietly; any other is passed on.
+            if not self._left or _uncancel(task) > 0:
+                raise
+        finally:
+            # Once the answer is complete the server ends the watcher's receive() itself
+            # (ASGI: a receive after the response gets http.disconnect).
+            if not self._complete:
+                watcher.cancel()
 
-    async def _watch_disconnect(self, receive, scope: anyio.CancelScope) -> None:
+    async def _watch_disconnect(self, receive, task: asyncio.Task) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        if self._finished:
+        if self._finished or self._complete or task.done():
             return  # the server reports a disconnect once the answer is complete, too
         log.info("request %s: the client disconnected; cancelling the upstream request", self._request_id)
-        scope.cancel()
+        self._left = True
+        task.cancel()
 
     async def _pump(self, send) -> None:
         try:
             with anyio.fail_after(self._timeout_s):
                 async for item in self._items:
-                    await self._send(send, item)
-            self._finished = True
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-            self._complete = True
+                    if isinstance(item, End):
+                        await self._end(send, item.body)
+                    else:
+                        await self._send(send, item)
+                if not self._complete:
+                    await self._end(send, b"")
         except TimeoutError:
-            await self._timed_out(send)
+            if not self._complete:
+                await self._timed_out(send)
         except OSError:
             pass  # the client is gone (the server reports it on our next write)
         finally:
             with anyio.CancelScope(shield=True):
                 await self._items.aclose()
+
+    async def _end(self, send, body: bytes) -> None:
+        self._finished = True
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+        self._complete = True
 
     async def _send(self, send, item: Head | bytes) -> None:
         if isinstance(item, Head):
@@ -92,3 +109,9 @@ class RelayResponse:
             body = sse_error_event(message, code="timeout")
         await send({"type": "http.response.body", "body": body, "more_body": False})
         self._complete = True
+
+
+def _uncancel(task: asyncio.Task) -> int:
+    """Withdraw our cancel; the cancels still pending (Python 3.10 cannot tell: none)."""
+    uncancel = getattr(task, "uncancel", None)
+    return uncancel() if uncancel is not None else 0

@@ -32,7 +32,7 @@ class GatewayThread:
         self.port = self._sock.getsockname()[1]
         self.url = f"http://{config.listen.host}:{self.port}"
         uv_config = uvicorn.Config(
-            build_app(self.gateway), log_level="warning", access_log=False, lifespan="on"
+            build_app(self.gateway), log_level="warning", access_log=False, lifespan="on", proxy_headers=False
         )
         self._server = uvicorn.Server(uv_config)
         self._thread = threading.Thread(

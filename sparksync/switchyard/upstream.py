@@ -46,6 +46,10 @@ class Attempt:
     def headers(self) -> list[tuple[str, str]]:
         return [(k, v) for k, v in self.response.headers if k in PASSED_HEADERS]
 
+    def finished(self) -> bool:
+        """Every byte of the answer has been taken (``first`` and what ``rest`` gave)."""
+        return self.complete or self.response.finished
+
     def rest(self) -> AsyncIterator[bytes]:
         # The replica's own iterator, not a wrapper around it: one layer less per token.
         return self.chunks if not self.complete and self.chunks is not None else _nothing()

@@ -24,6 +24,9 @@ from urllib.parse import urlsplit
 import httptools
 
 HIGH_WATER = 1 << 20  # pause reading from a replica when this much is buffered (a slow client)
+# How long a replica that closed a connection after a streamed answer is taken to do so with
+# every streamed answer (llama-server does); after that one connection is kept again, to see.
+CLOSES_AFTER_STREAM_S = 60.0
 MAX_HEAD = 64 * 1024  # llhttp puts no limit on a head still arriving; this is ours
 
 
@@ -66,7 +69,7 @@ class _Connection(asyncio.Protocol):
     def _clear(self, read_timeout: float) -> None:
         self.status = 0
         self.headers: list[tuple[str, str]] = []
-        self.head_done = self.complete = self.keep_alive = self.until_eof = False
+        self.head_done = self.complete = self.keep_alive = self.until_eof = self.chunked = False
         self.body: deque[bytes] = deque()  # body pieces the reader has not taken yet
         self.buffered = self.head_bytes = 0
         self.read_timeout = read_timeout
@@ -133,8 +136,8 @@ class _Connection(asyncio.Protocol):
         self.status, self.head_done = status, True
         framing = dict(h for h in self.headers if h[0] in ("content-length", "transfer-encoding"))
         # Neither length nor chunks: llhttp reads the body to the connection's end, which only we see.
-        chunked = "chunked" in framing.get("transfer-encoding", "")
-        self.until_eof = "content-length" not in framing and not chunked
+        self.chunked = "chunked" in framing.get("transfer-encoding", "")
+        self.until_eof = "content-length" not in framing and not self.chunked
 
     def on_body(self, body: bytes) -> None:
         self.body.append(body)
@@ -213,6 +216,13 @@ class _Connection(asyncio.Protocol):
 
     # -- ending -------------------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Done with the connection, politely (the replica sees its end, not a reset)."""
+        self.disarm()
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+        self.closed = True
+
     def abort(self) -> None:
         self.disarm()
         if self.transport is not None and not self.closed:
@@ -261,6 +271,11 @@ class WireResponse:
                 return
             await conn.wait()
 
+    @property
+    def finished(self) -> bool:
+        """The answer's end has been parsed and every piece of its body taken."""
+        return self._conn.complete and not self._conn.body
+
     async def read(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks()])
 
@@ -285,6 +300,11 @@ class WireClient:
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        # Replicas seen closing a connection after a streamed answer, and when. Their next
+        # request would first try the dead connection (its end arrives after the client's next
+        # request, not before), costing a write and a wait for the reset; a new one is opened
+        # at once instead.
+        self._closes_after_stream: dict[tuple[str, str, int], float] = {}
         self._ssl = ssl.create_default_context()
 
     async def post(self, url: str, body: bytes, headers: dict[str, str]) -> WireResponse:
@@ -294,16 +314,24 @@ class WireClient:
         request = _request(host, port, target, body, headers)
         conn = self._reuse(key)
         if conn is not None:
+            chunked = conn.chunked
             try:
                 return await self._exchange(conn, request)
             except WireTimeout:
                 raise
             except WireError:
-                pass  # the replica had closed this idle connection before reading the request: send again
+                # The replica had closed this idle connection before reading the request: send again.
+                self._closed_after(conn, chunked)
         conn = await self._connect(key)
         return await self._exchange(conn, request)
 
     def release(self, conn: _Connection) -> None:
+        seen = self._closes_after_stream.get(conn.key)
+        if conn.chunked and seen is not None:
+            if time.monotonic() - seen < CLOSES_AFTER_STREAM_S:
+                conn.close()
+                return
+            del self._closes_after_stream[conn.key]
         self._idle.setdefault(conn.key, []).append(conn)
 
     async def aclose(self) -> None:
@@ -318,19 +346,23 @@ class WireClient:
             conn = idle.pop()
             if conn.reusable:
                 return conn
+            if conn.closed:
+                self._closed_after(conn, conn.chunked)
             conn.abort()
         return None
+
+    def _closed_after(self, conn: _Connection, chunked: bool) -> None:
+        if chunked:
+            self._closes_after_stream[conn.key] = time.monotonic()
 
     async def _connect(self, key) -> _Connection:
         scheme, host, port = key
         loop = asyncio.get_running_loop()
+        opening = loop.create_connection(
+            lambda: _Connection(key), host, port, ssl=self._ssl if scheme == "https" else None
+        )
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(
-                    lambda: _Connection(key), host, port, ssl=self._ssl if scheme == "https" else None
-                ),
-                self.connect_timeout,
-            )
+            _, conn = await _within(opening, self.connect_timeout)
         except asyncio.TimeoutError:
             raise WireTimeout(f"no connection to {host}:{port} within {self.connect_timeout:g} s") from None
         except OSError as exc:
@@ -357,6 +389,15 @@ class WireClient:
             conn.abort()
             raise
         return WireResponse(self, conn)
+
+
+async def _within(opening, timeout: float):
+    # asyncio.timeout (3.11+) where there is one: wait_for runs the connect in a task of its own,
+    # which costs loop turns, and with some engines every streamed answer needs a new connection.
+    if hasattr(asyncio, "timeout"):
+        async with asyncio.timeout(timeout):
+            return await opening
+    return await asyncio.wait_for(opening, timeout)
 
 
 def _drain(body: deque[bytes]) -> bytes:

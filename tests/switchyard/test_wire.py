@@ -26,10 +26,13 @@ def chunked(*pieces: bytes) -> bytes:
 class Script:
     """A TCP server that answers each request on a connection with the next scripted reply."""
 
-    def __init__(self, replies: list[bytes], byte_by_byte: bool = False, close_after: bool = False):
+    def __init__(
+        self, replies: list[bytes], byte_by_byte: bool = False, close_after: bool = False, linger: float = 0.0
+    ):
         self.replies = list(replies)
         self.byte_by_byte = byte_by_byte
         self.close_after = close_after
+        self.linger = linger  # how long a connection stays open after its last answer
         self.connections = 0
         self.requests: list[bytes] = []
 
@@ -48,6 +51,7 @@ class Script:
                 self.requests.append(head + await reader.readexactly(length))
                 await self._reply(writer, self.replies.pop(0))
                 if self.close_after:
+                    await asyncio.sleep(self.linger)
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -168,6 +172,41 @@ def test_a_connection_the_server_closed_is_replaced_transparently():
 
     assert run(script, twice) == [(200, b"a"), (200, b"b")]
     assert script.connections == 2
+
+
+def test_a_replica_that_closes_after_each_stream_gets_a_new_connection_at_once(monkeypatch):
+    # llama-server closes after every streamed answer, but its close arrives after the client's
+    # next request: without learning that, every request would first go to a dead connection.
+    answers = [CHUNKED_HEAD + chunked(name) for name in (b"a", b"b", b"c")]
+    script = Script(answers, close_after=True, linger=0.2)
+    exchanges = []
+    exchange = WireClient._exchange
+
+    async def counted(self, conn, request):
+        exchanges.append(conn)
+        return await exchange(self, conn, request)
+
+    monkeypatch.setattr(WireClient, "_exchange", counted)
+
+    async def thrice(client, url):
+        return [await fetch(client, url) for _ in range(3)]
+
+    assert run(script, thrice) == [(200, b"a"), (200, b"b"), (200, b"c")]
+    assert script.connections == 3
+    # The second request tried the first connection, found it dead and learned; the third did not.
+    assert len(exchanges) == 4
+    assert exchanges[1] is exchanges[0] and len({id(c) for c in exchanges}) == 3
+
+
+def test_a_replica_that_keeps_connections_after_streams_keeps_its_connection():
+    answers = [CHUNKED_HEAD + chunked(name) for name in (b"a", b"b", b"c")]
+    script = Script(answers)
+
+    async def thrice(client, url):
+        return [await fetch(client, url) for _ in range(3)]
+
+    assert run(script, thrice) == [(200, b"a"), (200, b"b"), (200, b"c")]
+    assert script.connections == 1
 
 
 def test_silence_after_the_head_times_out():
