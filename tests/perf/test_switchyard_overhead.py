@@ -23,6 +23,18 @@ per token whatever the batch, a stream idle between requests lets the others
 run faster and the aggregate hides the idle time; side by side the direct group
 takes that share, so the time a proxy adds between requests shows in full.
 
+Why concurrency 1 is measured one route at a time. With a single stream per
+route there is no batch to line up with, so windows in a row agree; and side by
+side, the one direct stream would run alone (faster) whenever the proxied one
+waits between requests, so the proxy's added time would be counted up to twice:
+once as its own stream's loss and again as its partner's gain. (It showed: the
+direct partner ran about 3 % faster beside the gateway than beside nginx.) The
+issue's figure is the aggregate tokens/s of concurrency 1 through the route
+against direct, so at concurrency 1 each round runs three windows, one proxy
+alone, direct alone, the other proxy alone (their order alternating), with the
+same seeded traffic, and each proxy window is compared with the direct window
+next to it.
+
 Why random lengths and start times. Streams of equal length started together
 finish together and come back as one burst; the figures then measure how a
 burst lines up with the batch steps (tens of milliseconds either way), not the
@@ -101,6 +113,9 @@ ENGINE_FLAGS = ["--no-cache-idle-slots"]
 # with the default a new connection could wait seconds for a thread: a stall the route would
 # be blamed for.
 HTTP_THREADS_PER_SLOT = 4
+# Concurrencies measured one route at a time (see the docstring: side by side, one direct
+# partner would take the engine's time whenever the proxied stream waits).
+ALONE_AT = (1,)
 
 
 def _gateway_config(path, engine_url: str, port: int):
@@ -159,11 +174,30 @@ def _rounds(routes: dict[str, Route], window_s: float, warmup_s: float) -> dict:
     for round_ in range(ROUNDS):
         for concurrency in CONCURRENCIES:
             load = Load(concurrency, window_s, SETTLE_S, MIN_TOKENS, MAX_TOKENS)
-            for proxy in PROXIES if round_ % 2 == 0 else PROXIES[::-1]:  # neither always goes first
+            order = PROXIES if round_ % 2 == 0 else PROXIES[::-1]  # neither always goes first
+            if concurrency in ALONE_AT:
+                seed = _alone_round(routes, load, order, seed, results[concurrency])
+                continue
+            for proxy in order:
                 seed += 1
                 windows, side = run_window([routes["direct"], routes[proxy]], load, seed)
                 results[concurrency][proxy].append((windows["direct"], windows[proxy], side))
     return results
+
+
+def _alone_round(routes: dict[str, Route], load: Load, order, seed: int, results: dict) -> int:
+    """One window per route, each alone on the engine; a proxy's pairs with the direct window beside it.
+
+    The direct window runs between the two proxies' (their order alternates by round), so
+    each proxy window has a direct window next to it, with the same seeded traffic.
+    """
+    seed += 1
+    before, _ = run_window([routes[order[0]]], load, seed)
+    direct, side = run_window([routes["direct"]], load, seed)
+    after, _ = run_window([routes[order[1]]], load, seed)
+    for proxy, windows in ((order[0], before), (order[1], after)):
+        results[proxy].append((direct["direct"], windows[proxy], side))
+    return seed
 
 
 def _pooled(windows: list[Window]) -> dict:
@@ -229,8 +263,10 @@ def test_switchyard_streaming_overhead(measured, concurrency, perf_out):
     report = Report(f"switchyard_overhead_c{concurrency}")
     results = measured["results"][concurrency]
     report.note(
-        f"tiny llama-server, {MIN_TOKENS}..{MAX_TOKENS} tokens per stream; {concurrency} direct stream(s) "
-        f"beside {concurrency} proxied, {ROUNDS} windows of {measured['window_s']:.1f} s per proxy"
+        f"tiny llama-server, {MIN_TOKENS}..{MAX_TOKENS} tokens per stream; "
+        + (f"{concurrency} stream(s), each route alone in its window" if concurrency in ALONE_AT
+           else f"{concurrency} direct stream(s) beside {concurrency} proxied")
+        + f", {ROUNDS} windows of {measured['window_s']:.1f} s per proxy"
         + (", engine on its own CPU" if measured["cpus_split"] else "")
         + (f", {measured['raised']}" if measured["raised"] else "")
         + f"; machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
