@@ -257,27 +257,6 @@ def process_tree(pid: int) -> list[psutil.Process]:
 
 
 @contextmanager
-def cpus_split(engine_pid: int) -> Iterator[bool]:
-    """Give the engine CPU 0 and everything started in the block (and this process) the others.
-
-    On a Spark the engine computes on the GPU, so the gateway's CPU never slows it; on a
-    small CPU-only box they would fight for the same cores and the figures would measure
-    that fight. Yields False (and changes nothing) on a single-CPU machine.
-    """
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        yield False
-        return
-    for thread in psutil.Process(engine_pid).threads():
-        os.sched_setaffinity(thread.id, {cpus[0]})
-    os.sched_setaffinity(0, set(cpus[1:]))
-    try:
-        yield True
-    finally:
-        os.sched_setaffinity(0, set(cpus))
-
-
-@contextmanager
 def favoured(engine_pid: int, relay_pids: list[int]) -> Iterator[str | None]:
     """Put the measured processes ahead of the rest of the machine, all routes alike.
 

@@ -41,7 +41,7 @@ burst lines up with the batch steps (tens of milliseconds either way), not the
 route. Each stream waits a random moment before its first request and asks for
 32..96 tokens (64 on average) each time, as real traffic does.
 
-Fairness. The engine gets CPU 0 to itself and the proxies and the load
+Fairness. The engine gets a CPU to itself and the proxies and the load
 generator the others (on a Spark the engine computes on the GPU, so the
 gateway's CPU never slows it). The measured processes run ahead of the rest of
 the machine, all routes alike (the proxies and the load generator at real-time
@@ -73,6 +73,7 @@ from tests.engines.conftest import (  # noqa: F401  (fixtures this benchmark use
     tiny_model,
 )
 from tests.engines.engine_procs import free_port, running, wait_http_ready
+from tests.perf.cpu_split import engine_apart
 from tests.perf.probes import percentile
 from tests.perf.report import Report, assert_targets
 from tests.perf.settings import Durations, scale_from_env
@@ -81,7 +82,6 @@ from tests.perf.switchyard_bench import (
     Route,
     Side,
     Window,
-    cpus_split,
     favoured,
     nginx_binary,
     nginx_proxy,
@@ -146,7 +146,7 @@ def measured(llama_binaries, tiny_model, tmp_path_factory, durations) -> dict:  
         wait_http_ready(engine, "/health")
         config = _gateway_config(work / "switchyard.json", engine.base_url, gateway_port)
         with (
-            cpus_split(engine.proc.pid) as split,
+            engine_apart(engine.proc.pid) as split,
             nginx_proxy(engine_port, work / "nginx") as nginx,
             start_gateway_process(config, gateway_port, work / "gateway.log") as gateway,
         ):
@@ -161,7 +161,7 @@ def measured(llama_binaries, tiny_model, tmp_path_factory, durations) -> dict:  
             relays = [p.pid for r in routes.values() for p in r.procs]
             with favoured(engine.proc.pid, relays) as raised:
                 results = _rounds(routes, window_s, durations.warmup_s)
-            return {"window_s": window_s, "cpus_split": split, "raised": raised, "results": results}
+            return {"window_s": window_s, "cpus_split": split is not None, "raised": raised, "results": results}
 
 
 def _rounds(routes: dict[str, Route], window_s: float, warmup_s: float) -> dict:
