@@ -87,8 +87,9 @@ def test_an_app_runs_its_script_while_open_and_closing_stops_it(ssh_lab_factory,
         assert _server_pids(marker)  # running on the node, as the node's user
         assert all(psutil.Process(p).username() == ssh_lab.user(node) for p in _server_pids(marker))
         sessions.close_all()
-        _wait(lambda: not _server_pids(marker), 15, "the start script's server to stop")
-        assert not _listening(node.netns, port)
+        # A process that is exiting loses its command line before its sockets close: wait for both.
+        stopped = lambda: not _server_pids(marker) and not _listening(node.netns, port)  # noqa: E731
+        _wait(stopped, 15, "the start script's server to stop and its port to close")
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", session.tunnel.local_port), timeout=2).close()
     finally:

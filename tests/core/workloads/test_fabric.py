@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from sparksync.core.workloads.commands import llamacpp
 from sparksync.core.workloads.errors import FabricError, RocenanteUnavailableError
 from sparksync.core.workloads.fabric import (
     Backend,
@@ -169,7 +170,7 @@ def test_one_node_groups_never_need_the_fabric_or_rocenante():
         {"name": "q", "engine": "llama.cpp", "model": "m.gguf", "collectives": "rocenante"}
     )
     launch = build_group("q-1", recipe, ["laptop"], Fabric())
-    assert launch.ranks[0].env == {}
+    assert launch.ranks[0].env == llamacpp.ENGINE_ENV  # the engine's own, no fabric variables
 
 
 def test_warnings_follow_nvidias_topology_advice():

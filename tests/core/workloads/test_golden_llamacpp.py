@@ -13,6 +13,10 @@ from sparksync.core.workloads.launches import build_group
 from sparksync.core.workloads.recipe import Recipe
 from tests.core.workloads.fakes import FABRIC_ENV, nodes, sparks, summary
 
+# ggml's gdb backtrace on abort is turned off (see commands/llamacpp.py).
+NO_BACKTRACE = {"GGML_NO_BACKTRACE": "1"}
+ENV = {**FABRIC_ENV, **NO_BACKTRACE}
+
 
 def recipe(pipeline: int) -> Recipe:
     return Recipe.model_validate({
@@ -35,16 +39,16 @@ SERVER_HEAD = [
 def test_one_node_runs_llama_server_alone_without_fabric():
     assert [summary(r) for r in launches(1)] == [
         {"node": "spark-1", "rank": 0, "role": "llama-server", "stage": 0,
-         "argv": [*SERVER_HEAD, "--metrics"], "env": {}},
+         "argv": [*SERVER_HEAD, "--metrics"], "env": NO_BACKTRACE},
     ]  # fmt: skip
 
 
 def test_two_nodes_put_an_rpc_server_on_the_second_and_point_the_head_at_it():
     assert [summary(r) for r in launches(2)] == [
         {"node": "spark-2", "rank": 1, "role": "rpc-server", "stage": 0,
-         "argv": ["rpc-server", "-H", "192.168.100.12", "-p", "50052"], "env": FABRIC_ENV},
+         "argv": ["rpc-server", "-H", "192.168.100.12", "-p", "50052"], "env": ENV},
         {"node": "spark-1", "rank": 0, "role": "llama-server", "stage": 1,
-         "argv": [*SERVER_HEAD, "--rpc", "192.168.100.12:50052", "--metrics"], "env": FABRIC_ENV},
+         "argv": [*SERVER_HEAD, "--rpc", "192.168.100.12:50052", "--metrics"], "env": ENV},
     ]  # fmt: skip
 
 
@@ -52,12 +56,12 @@ def test_four_nodes_list_three_rpc_servers_in_rank_order():
     rpc = ["rpc-server", "-H", None, "-p", "50052"]
     expected = [
         {"node": f"spark-{i}", "rank": i - 1, "role": "rpc-server", "stage": 0,
-         "argv": [*rpc[:2], f"192.168.100.1{i}", *rpc[3:]], "env": FABRIC_ENV}
+         "argv": [*rpc[:2], f"192.168.100.1{i}", *rpc[3:]], "env": ENV}
         for i in (2, 3, 4)
     ] + [
         {"node": "spark-1", "rank": 0, "role": "llama-server", "stage": 1,
          "argv": [*SERVER_HEAD, "--rpc", "192.168.100.12:50052,192.168.100.13:50052,192.168.100.14:50052",
-                  "--metrics"], "env": FABRIC_ENV},
+                  "--metrics"], "env": ENV},
     ]  # fmt: skip
     assert [summary(r) for r in launches(4)] == expected
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sparksync.core.workloads.commands import llamacpp
 from sparksync.core.workloads.errors import PlanError, RecipeError
 from sparksync.core.workloads.launches import plan_launches, shell_command
 from sparksync.core.workloads.plan import Group, Plan
@@ -47,7 +48,7 @@ def test_the_seeds_layout_becomes_one_launch_list_per_replica():
     # The small model's replicas are single-node llama-servers that need no fabric.
     for group in groups[3:]:
         (only,) = group.ranks
-        assert only.role == "llama-server" and only.env == {} and "--rpc" not in only.argv
+        assert only.role == "llama-server" and only.env == llamacpp.ENGINE_ENV and "--rpc" not in only.argv
 
 
 def test_an_invalid_plan_builds_nothing():

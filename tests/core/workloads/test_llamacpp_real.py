@@ -9,6 +9,7 @@ llama-server on the first offloads its layers to it.
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -16,9 +17,10 @@ import pytest
 from sparksync.core.workloads.fabric import Fabric, NodeFabric
 from sparksync.core.workloads.launch_spec import TokensSource
 from sparksync.core.workloads.launches import build_group
+from sparksync.core.workloads.orchestrator import LAST_LINES
 from sparksync.core.workloads.recipe import Recipe
 from tests.core.workloads.fakes import net
-from tests.core.workloads.launch_runner import read_counters, running_group
+from tests.core.workloads.launch_runner import TEST_READY_TIMEOUT_S, read_counters, running_group, start
 from tests.engines.conftest import _tiny_models_dir, _tiny_tokenizer, llama_binaries, tiny_model  # noqa: F401
 from tests.engines.engine_procs import free_port, listener_traffic, stream_chat
 from tests.engines.tinymodel import layer_tensor_bytes
@@ -94,3 +96,20 @@ def test_two_node_rpc_recipe_runs_as_generated_on_loopback(llama_binaries, tiny_
     )
     assert "127.0.0.2" in rpc.log_text()
     assert rpc.proc.returncode is not None and head.proc.returncode is not None
+
+
+def test_an_unreachable_rpc_server_is_named_in_the_heads_last_lines(llama_binaries, tiny_model, tmp_path):  # noqa: F811
+    """ggml aborts; without a debugger's backtrace the reason is what the user is shown."""
+    fabric = Fabric.of([loopback_node("node-a", "127.0.0.1"), loopback_node("node-b", "127.0.0.2")])
+    recipe = tiny_recipe(llama_binaries, tiny_model, pipeline=2)
+    head = build_group("tiny-1", recipe, ["node-a", "node-b"], fabric).ranks[-1]
+    assert head.role == "llama-server"
+    rank = start(head, tmp_path)  # no rpc-server on node-b: nothing listens there
+    try:
+        rank.proc.wait(TEST_READY_TIMEOUT_S)
+    finally:
+        rank.stop()
+    assert rank.proc.returncode == -signal.SIGABRT, rank.log_text()[-2000:]
+    last = rank.log_text().splitlines()[-LAST_LINES:]
+    assert any(f"Failed to connect to 127.0.0.2:{recipe.ports.rpc}" in line for line in last), last
+    assert not any("ggml_print_backtrace" in line for line in rank.log_text().splitlines()), last

@@ -28,6 +28,11 @@ from sparksync.core.workloads.commands.context import GroupContext
 from sparksync.core.workloads.launch_spec import RankLaunch, ReadinessProbe
 from sparksync.core.workloads.recipe import TokensSpec
 
+# ggml's abort otherwise forks gdb to print a backtrace: it stalls the crash
+# for seconds and pushes the one line that says what went wrong (say, an
+# rpc-server it could not reach) out of the last log lines the user is shown.
+ENGINE_ENV = {"GGML_NO_BACKTRACE": "1"}
+
 TOKENS = TokensSpec(
     kind="prometheus",
     decode_counter="llamacpp:tokens_predicted_total",
@@ -45,7 +50,7 @@ def rpc_server(ctx: GroupContext, node: str) -> RankLaunch:
     opts, ip, port = ctx.recipe.llamacpp, ctx.ips[node], ctx.recipe.ports.rpc
     argv = [opts.rpc_binary, "-H", ip, "-p", str(port), *optional("-t", opts.threads)]
     ready = ReadinessProbe(kind="tcp", host=ip, port=port)  # rpc-server speaks no HTTP
-    return ctx.launch(node, "rpc-server", argv, ready, ports=[port])
+    return ctx.launch(node, "rpc-server", argv, ready, ports=[port], env=ctx.env(node, ENGINE_ENV))
 
 
 def llama_server(ctx: GroupContext, stage: int) -> RankLaunch:
@@ -58,7 +63,7 @@ def llama_server(ctx: GroupContext, stage: int) -> RankLaunch:
     ]  # fmt: skip
     return ctx.launch(
         ctx.head, "llama-server", argv, serving_readiness(ctx), stage=stage,
-        ports=[recipe.ports.http], tokens=serving_tokens(ctx, TOKENS),
+        ports=[recipe.ports.http], tokens=serving_tokens(ctx, TOKENS), env=ctx.env(ctx.head, ENGINE_ENV),
     )  # fmt: skip
 
 
