@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
+from sparksync.switchyard.wire import WireClient
 from tests.engines.engine_procs import read_metric
 from tests.switchyard.conftest import config_for
 from tests.switchyard.llama import replicas
@@ -216,3 +217,38 @@ def test_killing_a_replica_loses_no_request_that_had_not_started(
     metrics = httpx.get(gw.url + "/metrics").text
     retried = re.search(r'^switchyard_retries_total\{pool="small"\} (\S+)$', metrics, re.MULTILINE)
     assert retried and float(retried.group(1)) >= 1
+
+
+def test_llama_server_closing_after_each_stream_gets_a_spare_connection_ready(small_replicas, monkeypatch):
+    """llama-server drops the connection after every streamed answer; the client learns it once,
+    then each request goes out on a connection opened while the previous answer streamed."""
+    used_spare = []
+    exchange = WireClient._exchange
+
+    async def noted(self, conn, request):
+        used_spare.append(conn.spare)
+        return await exchange(self, conn, request)
+
+    monkeypatch.setattr(WireClient, "_exchange", noted)
+    body = json.dumps({**ask(max_tokens=8), "model": "any", "stream": True}).encode()
+
+    async def four_answers() -> list[int]:
+        client = WireClient(connect_timeout=5, read_timeout=30)
+        statuses = []
+        try:
+            for _ in range(4):
+                response = await client.post(
+                    small_replicas[0].base_url + CHAT, body, {"Content-Type": "application/json"}
+                )
+                await response.read()
+                await response.aclose()
+                statuses.append(response.status_code)
+                await asyncio.sleep(0.05)  # the replica's close arrives, as between real requests
+        finally:
+            await client.aclose()
+        return statuses
+
+    assert asyncio.run(four_answers()) == [200] * 4
+    # 1st: a new connection, which the replica closes; the 2nd finds it closed, learns, and opens a
+    # new one and a spare; the 3rd and 4th each go out on the spare opened during the answer before.
+    assert used_spare == [False, False, True, True], used_spare

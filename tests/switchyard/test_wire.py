@@ -171,7 +171,7 @@ def test_a_connection_the_server_closed_is_replaced_transparently():
         return [first, await fetch(client, url)]
 
     assert run(script, twice) == [(200, b"a"), (200, b"b")]
-    assert script.connections == 2
+    assert len(script.requests) == 2  # the dead connection's attempt never reached the replica
 
 
 def test_a_replica_that_closes_after_each_stream_gets_a_new_connection_at_once(monkeypatch):
@@ -179,23 +179,30 @@ def test_a_replica_that_closes_after_each_stream_gets_a_new_connection_at_once(m
     # next request: without learning that, every request would first go to a dead connection.
     answers = [CHUNKED_HEAD + chunked(name) for name in (b"a", b"b", b"c")]
     script = Script(answers, close_after=True, linger=0.2)
-    exchanges = []
+    exchanges, spares = [], []
     exchange = WireClient._exchange
 
     async def counted(self, conn, request):
         exchanges.append(conn)
+        spares.append(conn.spare)
         return await exchange(self, conn, request)
 
     monkeypatch.setattr(WireClient, "_exchange", counted)
 
     async def thrice(client, url):
-        return [await fetch(client, url) for _ in range(3)]
+        answers = []
+        for _ in range(3):
+            answers.append(await fetch(client, url))
+            await asyncio.sleep(0.05)  # as between two real requests: time for the spare to connect
+        return answers
 
     assert run(script, thrice) == [(200, b"a"), (200, b"b"), (200, b"c")]
-    assert script.connections == 3
-    # The second request tried the first connection, found it dead and learned; the third did not.
+    # The second request tried the first connection, found it dead and learned; the third did not:
+    # it went out on a spare connection, opened while the second answer streamed.
     assert len(exchanges) == 4
     assert exchanges[1] is exchanges[0] and len({id(c) for c in exchanges}) == 3
+    assert spares == [False, False, False, True]
+    assert len(script.requests) == 3
 
 
 def test_a_replica_that_keeps_connections_after_streams_keeps_its_connection():
