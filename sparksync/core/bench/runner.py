@@ -242,15 +242,24 @@ def _judge(result: dict | None, tracker: ProgressTracker, profile: BenchProfile,
 
 
 def _missing_figures(rows: list[SuiteRow]) -> list[str]:
-    """Tests that have figures but no decode speed: a run without one is not complete.
+    """Tests that have figures but no decode or prefill speed: a run without one is not complete.
 
     llama-benchy leaves a test's decode speed out (null) when in none of its runs it could
     time two tokens apart: all of them arrived in one read. One generated token has no
-    decode speed by definition.
+    decode speed by definition. It leaves the prefill speed out when in every run its
+    estimate of the network latency (the time a model list takes) was as long as the wait
+    for the first response, which leaves no prefill time to divide by.
     """
-    return [f"{row.label}: llama-benchy measured no decode speed (in every run the tokens arrived at once: "
-            "the client was starved of CPU or the server sent them in one burst)"
-            for row in rows if row.decode_tps is None and row.response_size > 1]
+    missing = []
+    for row in rows:
+        if row.decode_tps is None and row.response_size > 1:
+            missing.append(f"{row.label}: llama-benchy measured no decode speed (in every run the tokens "
+                           "arrived at once: the client was starved of CPU or the server sent them in one burst)")
+        if row.prefill_tps is None and row.prompt_size > 0:
+            missing.append(f"{row.label}: llama-benchy measured no prefill speed (in every run the first "
+                           "response came sooner than its estimate of the network latency: use a longer prompt, "
+                           "or check that the endpoint answers its model list quickly)")
+    return missing
 
 
 def _request_errors(requests: list[RequestStat]) -> str:

@@ -44,6 +44,8 @@ class FakeSettings:
     # Every token of a stream in one write, as a server (or proxy) that buffers its stream would
     # send them: the client reads them all at once and cannot time them apart.
     burst: bool = False
+    # A model list slower than the first token: llama-benchy times it as the network latency.
+    models_delay_s: float = 0.0
 
 
 @dataclass
@@ -112,6 +114,7 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if not self._authorized():
                 return
             if self.path == "/v1/models":
+                time.sleep(s.models_delay_s)
                 meta = {k: v for k, v in (("n_ctx", s.n_ctx), ("n_vocab", s.n_vocab)) if v is not None}
                 self._json({"object": "list", "data": [{"id": s.model, "object": "model", "owned_by": "fake",
                                                         "meta": meta}]})

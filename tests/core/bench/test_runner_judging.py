@@ -1,8 +1,10 @@
-"""How a finished llama-benchy run is judged: complete only when every test has a decode speed.
+"""How a finished llama-benchy run is judged: complete only when every test has both speeds.
 
 llama-benchy writes ``"tg_throughput": null`` for a test when in none of its
-runs it could time two tokens apart (they all arrived in one read). Such a run
-has no decode figure, so it is partial, with the reason, never complete.
+runs it could time two tokens apart (they all arrived in one read), and
+``"pp_throughput": null`` when in every run the first response came sooner than
+its estimate of the network latency. Such a run lacks a figure, so it is
+partial, with the reason, never complete.
 """
 
 from __future__ import annotations
@@ -45,6 +47,12 @@ def test_a_test_without_a_decode_speed_is_partial_with_the_reason():
     assert error.endswith("check the endpoint's log, then run the benchmark again")
 
 
+def test_a_test_without_a_prefill_speed_is_partial_with_the_reason():
+    status, error = judge(result(prefill=None))
+    assert status == "partial"
+    assert error.startswith("pp64 tg8 c1: llama-benchy measured no prefill speed (in every run the first response")
+
+
 def test_one_generated_token_has_no_decode_speed_to_miss():
     one = BenchProfile.build(pp=(64,), tg=(1,), runs=2)
     assert judge(result(tg=1, decode=None), one) == ("complete", None)
@@ -61,3 +69,15 @@ def test_tokens_that_arrive_in_one_burst_give_a_partial_run_not_a_complete_one(m
     assert outcome.status == "partial", (outcome.error, outcome.log_tail)
     assert "pp64 tg8 c1: llama-benchy measured no decode speed" in outcome.error
     assert [r.decode_tps for r in measured_rows(outcome.result)] == [None]  # the prefill figure is kept
+
+
+@pytest.mark.slow
+def test_a_model_list_slower_than_the_first_token_gives_a_partial_run(make_fake, tokenizer_json):
+    """The real llama-benchy, whose latency estimate (a timed model list) swallows the prefill time."""
+    server = make_fake(models_delay_s=0.2)
+    request = BenchRequest(Endpoint.parse(server.base_url), server.settings.model, tokenizer_json, PROFILE)
+    outcome = BenchRunner(request).run()
+    (entry,) = outcome.result["benchmarks"]
+    assert entry["pp_throughput"] is None and entry["tg_throughput"]["mean"] > 0  # what llama-benchy wrote
+    assert outcome.status == "partial", (outcome.error, outcome.log_tail)
+    assert "pp64 tg8 c1: llama-benchy measured no prefill speed" in outcome.error
