@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from sparksync.switchyard import wire
+from sparksync.switchyard import wire_connection
 from sparksync.switchyard.wire import WireClient, WireConnectError, WireError, WireTimeout
 from tests.engines.engine_procs import free_port
 
@@ -134,7 +134,9 @@ def test_streamed_chunks_come_out_as_they_arrive():
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         client = WireClient(connect_timeout=2, read_timeout=30)
         try:
-            response = await client.post(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", b"{}", {})
+            response = await client.post(
+                f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", b"{}", {}
+            )
             pieces = []
             async for piece in response.chunks():
                 pieces.append(piece)
@@ -247,7 +249,7 @@ def fetch_twice(client: WireClient, url: str) -> list[tuple[int, bytes]]:
 
 
 def test_content_length_answer_split_at_every_byte_is_reassembled():
-    reply = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\": 1.0}"
+    reply = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"ok": 1.0}'
     assert run(Script([reply], byte_by_byte=True), fetch) == (200, b'{"ok": 1.0}')
 
 
@@ -316,7 +318,7 @@ def test_bytes_after_the_answer_keep_the_answer_but_not_the_connection():
         (b"HTTP/1.1 abc OK\r\n\r\n", "Invalid status code"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: many\r\n\r\n", "Content-Length"),
         (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: upgrade\r\n\r\n", "upgrade"),
-        (b"HTTP/1.1 200 OK\r\nX-Endless: " + b"a" * (3 * wire.MAX_HEAD), "a head over 64 KiB"),
+        (b"HTTP/1.1 200 OK\r\nX-Endless: " + b"a" * (3 * wire_connection.MAX_HEAD), "a head over 64 KiB"),
     ],
     ids=["not-http", "status", "content-length", "upgrade", "oversized-head"],
 )
@@ -345,7 +347,7 @@ def test_silence_before_the_head_times_out():
 
 
 def test_a_slow_reader_pauses_the_replica_without_timing_out(monkeypatch):
-    monkeypatch.setattr(wire, "HIGH_WATER", 1024)
+    monkeypatch.setattr(wire_connection, "HIGH_WATER", 1024)
     pieces = [bytes([65 + i % 26]) * 512 for i in range(256)]  # 128 KiB in 512-byte chunks
 
     async def slow(client, url):
@@ -381,7 +383,7 @@ def test_a_connection_closed_under_our_feet_is_a_wire_error_not_a_crash(closing)
     # A replica that dies leaves idle connections whose transports are closed; the relay retries
     # on WireError, but a RuntimeError would reach the client as an HTTP 500.
     async def go():
-        conn = wire._Connection(("http", "127.0.0.1", 1))
+        conn = wire_connection.Connection(("http", "127.0.0.1", 1))
         conn.transport = _ClosedTransport()
         conn.transport.closing = closing
         with pytest.raises(WireError, match="closed the connection"):
