@@ -32,6 +32,14 @@ def result(tg: int = 8, decode: float | None = 100.0, prefill: float | None = 20
     return {"version": "0.4.0", "benchmarks": [entry]}
 
 
+def run_benchy(server, tokenizer_json):
+    """The real llama-benchy through the runner: the outcome, and the one test entry llama-benchy wrote."""
+    request = BenchRequest(Endpoint.parse(server.base_url), server.settings.model, tokenizer_json, PROFILE)
+    outcome = BenchRunner(request).run()
+    (entry,) = outcome.result["benchmarks"]
+    return outcome, entry
+
+
 def judge(data: dict, profile: BenchProfile = PROFILE):
     return _judge(data, ProgressTracker(profile.request_count()), profile, False, 0, "")
 
@@ -61,10 +69,7 @@ def test_one_generated_token_has_no_decode_speed_to_miss():
 @pytest.mark.slow
 def test_tokens_that_arrive_in_one_burst_give_a_partial_run_not_a_complete_one(make_fake, tokenizer_json):
     """The real llama-benchy against a server that sends each answer's tokens in one write."""
-    server = make_fake(burst=True)
-    request = BenchRequest(Endpoint.parse(server.base_url), server.settings.model, tokenizer_json, PROFILE)
-    outcome = BenchRunner(request).run()
-    (entry,) = outcome.result["benchmarks"]
+    outcome, entry = run_benchy(make_fake(burst=True), tokenizer_json)
     assert entry["tg_throughput"] is None and entry["pp_throughput"]["mean"] > 0  # what llama-benchy wrote
     assert outcome.status == "partial", (outcome.error, outcome.log_tail)
     assert "pp64 tg8 c1: llama-benchy measured no decode speed" in outcome.error
@@ -74,10 +79,7 @@ def test_tokens_that_arrive_in_one_burst_give_a_partial_run_not_a_complete_one(m
 @pytest.mark.slow
 def test_a_model_list_slower_than_the_first_token_gives_a_partial_run(make_fake, tokenizer_json):
     """The real llama-benchy, whose latency estimate (a timed model list) swallows the prefill time."""
-    server = make_fake(models_delay_s=0.2)
-    request = BenchRequest(Endpoint.parse(server.base_url), server.settings.model, tokenizer_json, PROFILE)
-    outcome = BenchRunner(request).run()
-    (entry,) = outcome.result["benchmarks"]
+    outcome, entry = run_benchy(make_fake(models_delay_s=0.2), tokenizer_json)
     assert entry["pp_throughput"] is None and entry["tg_throughput"]["mean"] > 0  # what llama-benchy wrote
     assert outcome.status == "partial", (outcome.error, outcome.log_tail)
     assert "pp64 tg8 c1: llama-benchy measured no prefill speed" in outcome.error
