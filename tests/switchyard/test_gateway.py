@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -269,7 +270,10 @@ def test_fallback_that_also_fails_names_both_pools(gateway):
     assert "pool 'large'" in message and "fallback pool 'small'" in message
 
 
-def test_request_timeout_is_504(fake, gateway):
+@pytest.mark.parametrize("timer", ["asyncio", "anyio"])
+def test_request_timeout_is_504(fake, gateway, timer, monkeypatch):
+    if timer == "anyio":  # as on Python 3.10, which has no asyncio.timeout
+        monkeypatch.delattr(asyncio, "timeout", raising=False)
     slow = fake("slow", default=Reply(delay_s=3))
     gw = gateway(config_for([slow.url], [slow.url], limits={"request_timeout_s": 0.3}))
     started = time.monotonic()
