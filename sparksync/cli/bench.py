@@ -240,7 +240,7 @@ def scale_cmd(model_path: str, tokenizer: Path, recipe: str, node_list: str | No
     from sparksync.core.bench.scale import DEFAULT_SIZES, ScaleSweep
     from sparksync.core.bench.workload_sweep import SweepWorkload, WorkloadBringUp
     from sparksync.core.fleet.remote_node import default_fleet
-    from sparksync.core.registry import Registry
+    from sparksync.core.nodes.registry import Registry
     from sparksync.core.workloads.agents import FleetAgents
     from sparksync.core.workloads.fabric_settings import load_fabric_settings
     from sparksync.core.workloads.launch_request import parse_settings

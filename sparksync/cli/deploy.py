@@ -21,13 +21,13 @@ from pathlib import Path
 
 import click
 
-from sparksync.core.client_key import ClientKey
+from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.deploy.errors import DeployCancelled, DeployError
 from sparksync.core.deploy.many import deploy_many, summary_table
 from sparksync.core.deploy.model import DeployOptions, DeployResult, Outcome, ProgressEvent, Stage
 from sparksync.core.deploy.service import MODES
-from sparksync.core.registry import Registry
-from sparksync.core.secrets import SecretStore
+from sparksync.core.nodes.registry import Registry
+from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.connection import SshSettings
 from sparksync.core.ssh.transports import NodeTransports
 

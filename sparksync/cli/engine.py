@@ -17,7 +17,7 @@ from typing import Any
 import click
 from sparksync_agent.protocol import EngineReport
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.remote_node import default_fleet
 from sparksync.core.workloads import running
 from sparksync.core.workloads.agents import FleetAgents

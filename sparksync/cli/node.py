@@ -28,14 +28,14 @@ from sparksync_agent.protocol import Reading, Sample, Snapshot
 
 from sparksync.cli.discover import discover
 from sparksync.cli.fleet_status import report_json, reports_table
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.first_sample import NoSampleError, wait_first_sample  # noqa: F401 (used by plan)
 from sparksync.core.fleet.fleet import NodeReport
 from sparksync.core.fleet.problems import DEGRADED_EXIT, OFFLINE_EXIT
 from sparksync.core.fleet.remote_node import default_fleet
 from sparksync.core.fleet.state import NodeState
-from sparksync.core.nodes import LocalNode, NodeHandle
-from sparksync.core.registry import Registry
+from sparksync.core.agents.handles import LocalNode, NodeHandle
+from sparksync.core.nodes.registry import Registry
 
 FIRST_SAMPLE_TIMEOUT_S = 20.0
 

@@ -7,9 +7,9 @@ import os
 
 import click
 
-from sparksync.core.cluster_actions import ClusterActions
-from sparksync.core.node_actions import rename_node
-from sparksync.core.terminal import node_ssh_argv
+from sparksync.core.nodes.cluster_actions import ClusterActions
+from sparksync.core.nodes.actions import rename_node
+from sparksync.core.apps.terminal import node_ssh_argv
 
 
 def add_node_commands(group: click.Group) -> None:

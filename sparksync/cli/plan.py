@@ -20,8 +20,8 @@ from typing import Any
 import click
 
 from sparksync.cli.node import wait_first_sample
-from sparksync.core.errors import SparkSyncError
-from sparksync.core.nodes import known_nodes
+from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.agents.handles import known_nodes
 from sparksync.core.planner.bounds import Hardware, decode_bound, percent_of_bound, prefill_bound
 from sparksync.core.planner.errors import PlanInputError
 from sparksync.core.planner.fit import (

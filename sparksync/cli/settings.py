@@ -7,10 +7,10 @@ import os
 
 import click
 
-from sparksync.core.autostart import Autostart
-from sparksync.core.paths import HOME_ENV, cache_dir, config_dir, data_dir, log_dir
-from sparksync.core.secrets import SecretStore
-from sparksync.core.settings import AppSettings, load_settings, settings_path, update_settings
+from sparksync.core.apps.autostart import Autostart
+from sparksync.core.base.paths import HOME_ENV, cache_dir, config_dir, data_dir, log_dir
+from sparksync.core.ssh.secrets import SecretStore
+from sparksync.core.apps.settings import AppSettings, load_settings, settings_path, update_settings
 
 KEYS = [k for k in AppSettings.model_fields if k not in ("version", "tray_hint_shown")]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from sparksync.core.paths import config_dir, data_dir
+from sparksync.core.base.paths import config_dir, data_dir
 from sparksync.switchyard.config import SwitchyardConfig, load_config
 from sparksync.switchyard.errors import SwitchyardError
 from sparksync.switchyard.sources import PoolSource
@@ -64,7 +64,7 @@ def _pool_source(config: SwitchyardConfig, reach: str) -> Iterator[PoolSource | 
         yield None
         return
     from sparksync.core.fleet.remote_node import default_fleet
-    from sparksync.core.registry import Registry
+    from sparksync.core.nodes.registry import Registry
     from sparksync.core.workloads.reach import DirectReach, TunnelReach
     from sparksync.core.workloads.workload_store import WorkloadStore
     from sparksync.switchyard.workload_pools import WorkloadPools
@@ -125,7 +125,7 @@ def serve_command(config_path: Path | None, config_json: str | None, reach: str)
 @click.option("--dry-run", is_flag=True, help="Print the workload's command and start nothing.")
 def launch_command(config_path: Path | None, node: str, program: str, dry_run: bool) -> None:
     """Start the gateway on NODE as a workload (through its agent); stop it with `sparksync workload stop`."""
-    from sparksync.core.registry import Registry
+    from sparksync.core.nodes.registry import Registry
     from sparksync.core.workloads.workload_store import WorkloadStore
     from sparksync.switchyard.on_node import gateway_plan, gateway_recipe, node_config
 

@@ -27,8 +27,8 @@ from typing import Any
 import click
 from sparksync_agent.protocol import LogLine, RankStatus
 
-from sparksync.core.agent_client import LogGap
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.agents.client import LogGap
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.remote_node import default_fleet
 from sparksync.core.workloads import running
 from sparksync.core.workloads.agents import FleetAgents

@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from sparksync.core.settings import AppSettings, SettingsError, load_settings
+    from sparksync.core.apps.settings import AppSettings, SettingsError, load_settings
     from sparksync.gui.main_window import MainWindow
     from sparksync.gui.theme import apply_theme
     from sparksync.gui.tray.setup import install_tray
@@ -150,8 +150,8 @@ def cluster(sample_hz: float):
     Reads the registry (one small file) before the window exists; the fleet
     itself opens in a worker once the window runs, and lives until the app quits.
     """
-    from sparksync.core.cluster_actions import ClusterActions
-    from sparksync.core.nodes import LocalNode, known_nodes
+    from sparksync.core.nodes.cluster_actions import ClusterActions
+    from sparksync.core.agents.handles import LocalNode, known_nodes
 
     nodes = known_nodes()
     shared = next((node.shared for node in nodes if node.source == "ssh"), None)

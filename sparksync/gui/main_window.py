@@ -47,13 +47,13 @@ from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QWidget
 from sparksync_agent.protocol import Sample, Snapshot
 
-from sparksync.core.autostart import Autostart
-from sparksync.core.cluster_actions import ClusterActions
-from sparksync.core.cluster_summary import ClusterSummary, summarize
-from sparksync.core.dashboard_model import COARSE_SPAN_S, DashboardModel
-from sparksync.core.dashboard_series import CLUSTER, MEMORY_USED, TOKENS_TOTAL
-from sparksync.core.nodes import LocalNode, NodeHandle
-from sparksync.core.settings import AppSettings, save_settings
+from sparksync.core.apps.autostart import Autostart
+from sparksync.core.nodes.cluster_actions import ClusterActions
+from sparksync.core.telemetry.cluster_summary import ClusterSummary, summarize
+from sparksync.core.telemetry.dashboard_model import COARSE_SPAN_S, DashboardModel
+from sparksync.core.telemetry.dashboard_series import CLUSTER, MEMORY_USED, TOKENS_TOTAL
+from sparksync.core.agents.handles import LocalNode, NodeHandle
+from sparksync.core.apps.settings import AppSettings, save_settings
 from sparksync.gui.benchmarks.benchmarks_panel import BenchmarksPanel
 from sparksync.gui.benchmarks.run_details import finished_text
 from sparksync.gui.dashboard.dashboard_view import DashboardView

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 from sparksync_agent.protocol import Sample, Snapshot
 
-from sparksync.core.nodes import NodeHandle
+from sparksync.core.agents.handles import NodeHandle
 from sparksync.gui.telemetry_worker import TelemetryWorker
 
 

@@ -19,9 +19,9 @@ import threading
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from sparksync.core.errors import LocalAgentCancelled, SparkSyncError
-from sparksync.core.nodes import NodeHandle
-from sparksync.core.telemetry_stream import Connected, Disconnected, Lost, Restarted, TelemetryStream
+from sparksync.core.base.errors import LocalAgentCancelled, SparkSyncError
+from sparksync.core.agents.handles import NodeHandle
+from sparksync.core.agents.stream import Connected, Disconnected, Lost, Restarted, TelemetryStream
 from sparksync_agent.protocol import Sample
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ import logging
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from sparksync.core.settings import Theme
+from sparksync.core.apps.settings import Theme
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict, ValidationError
 from sparksync_agent.atomic import write_atomic
 
-from sparksync.core.paths import ensure_dir, state_dir
+from sparksync.core.base.paths import ensure_dir, state_dir
 from sparksync.switchyard.config import SwitchyardConfig
 
 log = logging.getLogger(__name__)

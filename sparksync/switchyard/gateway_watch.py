@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.workloads.reach import Reach
 from sparksync.core.workloads.workload_store import Endpoint, WorkloadRecord, WorkloadStore
 from sparksync.switchyard.announce import announced_gateways, api_key_of

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.workloads.plan import Group, Plan
 from sparksync.core.workloads.reach import WILDCARDS, direct_url, workload_endpoints
 from sparksync.core.workloads.recipe import Recipe

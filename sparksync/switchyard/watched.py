@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sparksync_agent.atomic import write_atomic
 
-from sparksync.core.paths import config_dir, ensure_dir
+from sparksync.core.base.paths import config_dir, ensure_dir
 from sparksync.switchyard.errors import SwitchyardError
 
 WATCHED_VERSION = 1

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.workloads.reach import Reach, workload_endpoints
 from sparksync.core.workloads.workload_store import Endpoint, WorkloadRecord
 from sparksync.switchyard.config import SwitchyardConfig

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from sparksync.cli.main import cli
-from sparksync.core.registry import Registry
+from sparksync.core.nodes.registry import Registry
 from tests.core.keyring_fixtures import MemoryKeyring, global_keyring
 from tests.core.node_factory import paired_node
 

@@ -8,11 +8,11 @@ import pytest
 from click.testing import CliRunner
 
 from sparksync.cli.main import cli
-from sparksync.core.autostart import autostart_dir
-from sparksync.core.custom_apps import CustomApps
-from sparksync.core.registry import Registry
-from sparksync.core.secrets import SecretStore
-from sparksync.core.settings import load_settings
+from sparksync.core.apps.autostart import autostart_dir
+from sparksync.core.apps.custom_apps import CustomApps
+from sparksync.core.nodes.registry import Registry
+from sparksync.core.ssh.secrets import SecretStore
+from sparksync.core.apps.settings import load_settings
 from sparksync.core.ssh.unpair import node_secret_name
 from tests.core.keyring_fixtures import MemoryKeyring, global_keyring
 from tests.core.node_factory import paired_node

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from sparksync import __version__
 from sparksync.cli.main import cli
-from sparksync.core.local_agent import LocalAgent
-from sparksync.core.paths import local_agent_state_dir
+from sparksync.core.agents.local import LocalAgent
+from sparksync.core.base.paths import local_agent_state_dir
 from sparksync_agent.state import read_endpoint
 from tests.machine import mem_total_bytes
 

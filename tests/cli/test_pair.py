@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from sparksync.cli.main import cli
-from sparksync.core.paths import config_dir
-from sparksync.core.registry import Registry
+from sparksync.core.base.paths import config_dir
+from sparksync.core.nodes.registry import Registry
 from sparksync.core.ssh.authorized_keys import count_key
 from tests.core.keyring_fixtures import (
     MemoryKeyring,

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from sparksync.cli import plan as plan_cli
 from sparksync.cli.main import cli
-from sparksync.core.errors import AgentUnreachableError
+from sparksync.core.base.errors import AgentUnreachableError
 from tests.engines.tinymodel import SMALL, write_tiny_model
 from tests.machine import mem_total_bytes
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparksync.core.agent_client import AgentClient
-from sparksync.core.local_agent import LocalAgent
-from sparksync.core.telemetry_stream import Backoff
+from sparksync.core.agents.client import AgentClient
+from sparksync.core.agents.local import LocalAgent
+from sparksync.core.agents.stream import Backoff
 from tests.core.fake_agent import GOOD_TOKEN, FakeAgent
 
 FAST = Backoff(first=0.001, factor=2.0, maximum=0.004)

@@ -8,7 +8,7 @@ import paramiko
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from sparksync.core.registry import PairedNode, PinnedHostKey
+from sparksync.core.nodes.registry import PairedNode, PinnedHostKey
 
 
 def host_pkey() -> paramiko.PKey:

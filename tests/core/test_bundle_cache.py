@@ -25,7 +25,7 @@ from sparksync.core.bundle import (
     shipped_dirs,
 )
 from sparksync.core.bundle.shipped import SHIPPED_ENV
-from sparksync.core.paths import cache_dir
+from sparksync.core.base.paths import cache_dir
 from sparksync_agent.protocol import AGENT_VERSION
 from tests.core.bundle_helpers import (
     AARCH64_312,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparksync.core.dashboard_model import DashboardModel
-from sparksync.core.nodes import LocalNode
+from sparksync.core.telemetry.dashboard_model import DashboardModel
+from sparksync.core.agents.handles import LocalNode
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from sparksync.core.dashboard_model import DashboardModel
+from sparksync.core.telemetry.dashboard_model import DashboardModel
 from tests.core.dashboard_samples import spark_sample
 
 NOW = float(int(time.time()))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from sparksync.core.custom_apps import DGX_DASHBOARD, CustomApp
-from sparksync.core.node_actions import RenameResult
-from sparksync.core.secrets import KeyringStatus
+from sparksync.core.apps.custom_apps import DGX_DASHBOARD, CustomApp
+from sparksync.core.nodes.actions import RenameResult
+from sparksync.core.ssh.secrets import KeyringStatus
 from sparksync.core.ssh.pairing import PairResult
 from sparksync.core.ssh.unpair import UnpairResult
 from tests.core.node_factory import paired_node
@@ -125,14 +125,14 @@ class FakeDeployActions(FakeActions):
 
     def __init__(self, names=()):
         super().__init__(names)
-        from sparksync.core.deploy_feed import DeployFeed
+        from sparksync.core.deploy.feed import DeployFeed
 
         self.deploy_feed = DeployFeed()
         self.release = threading.Event()
 
     def deploy(self, names, cancel=None):
         from sparksync.core.deploy.model import DeployResult, Outcome, ProgressEvent, Stage
-        from sparksync.core.deploy_feed import finished
+        from sparksync.core.deploy.feed import finished
 
         self._record("deploy", *names)
         results = []

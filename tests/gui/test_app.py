@@ -91,7 +91,7 @@ def test_smoke_run_reaches_live_data_and_exits_0(tmp_path, how):
 
 
 def test_the_app_shows_the_paired_nodes_on_the_same_fleet_as_its_actions(home):
-    from sparksync.core.registry import Registry
+    from sparksync.core.nodes.registry import Registry
     from sparksync.gui.app import cluster
     from tests.core.node_factory import paired_node
 

@@ -285,7 +285,7 @@ def test_run_against_a_real_llama_server(qtbot, panel, llama_binaries, tiny_mode
 @pytest.mark.slow
 def test_a_run_from_the_window_draws_its_tokens_per_second_on_the_dashboard(qtbot, window, fake_server,
                                                                              tokenizer_json):
-    from sparksync.core.dashboard_series import CLUSTER, tokens_series
+    from sparksync.core.telemetry.dashboard_series import CLUSTER, tokens_series
 
     panel = window.benchmarks
     with qtbot.waitSignal(panel.run_finished, timeout=180_000) as done:

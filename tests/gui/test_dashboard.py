@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
-from sparksync.core.dashboard_series import CLUSTER
-from sparksync.core.units import MemoryUnit
+from sparksync.core.telemetry.dashboard_series import CLUSTER
+from sparksync.core.base.units import MemoryUnit
 from sparksync.gui.dashboard.dashboard_view import REDRAW_HZ
 from tests.core.dashboard_samples import FABRIC, GB, ROCE
 from tests.gui.dashboard_fixtures import NOW, drawn, feed, original

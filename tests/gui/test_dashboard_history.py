@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from sparksync.core.downsample import SecondRow
-from sparksync.core.history import HistoryStore, default_path
-from sparksync.core.nodes import LOCAL_NODE_NAME, LocalNode
+from sparksync.core.telemetry.downsample import SecondRow
+from sparksync.core.telemetry.history import HistoryStore, default_path
+from sparksync.core.agents.handles import LOCAL_NODE_NAME, LocalNode
 
 pytestmark = pytest.mark.gui
 

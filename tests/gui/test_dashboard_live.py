@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sparksync.core.nodes import LOCAL_NODE_NAME
-from sparksync.core.units import format_bytes, format_memory
+from sparksync.core.agents.handles import LOCAL_NODE_NAME
+from sparksync.core.base.units import format_bytes, format_memory
 from tests.machine import mem_total_bytes
 
 pytestmark = pytest.mark.gui

@@ -10,8 +10,8 @@ import numpy as np
 import psutil
 import pytest
 
-from sparksync.core.paths import local_agent_state_dir
-from sparksync.core.units import MemoryUnit, format_memory
+from sparksync.core.base.paths import local_agent_state_dir
+from sparksync.core.base.units import MemoryUnit, format_memory
 from sparksync_agent.state import read_endpoint
 from tests.machine import mem_total_bytes
 

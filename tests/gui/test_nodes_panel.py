@@ -6,11 +6,11 @@ import threading
 
 import pytest
 
-from sparksync.core.cluster_actions import ClusterActions
+from sparksync.core.nodes.cluster_actions import ClusterActions
 from sparksync.core.discovery import Discovery
-from sparksync.core.node_rows import DeployProgress, FleetState, NodeState
-from sparksync.core.registry import MAX_NODES, Registry
-from sparksync.core.secrets import SecretStore
+from sparksync.core.nodes.rows import DeployProgress, FleetState, NodeState
+from sparksync.core.nodes.registry import MAX_NODES, Registry
+from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.unpair import node_secret_name
 from tests.core.keyring_fixtures import MemoryKeyring, global_keyring
 from tests.core.mdns_publisher import Publisher, doc_address, ssh_service, unique_host

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from sparksync.core.client_key import ClientKey
-from sparksync.core.registry import Registry
-from sparksync.core.secrets import SecretStore
+from sparksync.core.ssh.client_key import ClientKey
+from sparksync.core.nodes.registry import Registry
+from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.connection import SshSettings
 from sparksync.core.ssh.errors import HostKeyMismatchError
 from sparksync.core.ssh.pairing import pair_node

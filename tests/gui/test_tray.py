@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sparksync_agent.protocol import Sample
 
-from sparksync.core.cluster_summary import ClusterSummary, Health
-from sparksync.core.node_rows import NodeRow, NodeState
+from sparksync.core.telemetry.cluster_summary import ClusterSummary, Health
+from sparksync.core.nodes.rows import NodeRow, NodeState
 from tests.core.dashboard_samples import memory
 from tests.gui.fake_core import FakeActions
 
@@ -96,7 +96,7 @@ def test_menu_actions_call_the_core(qtbot, tray_for):
 
 
 def test_a_failing_action_is_reported(qtbot, tray_for):
-    from sparksync.core.terminal import TerminalError
+    from sparksync.core.apps.terminal import TerminalError
 
     fake = FakeActions(["n1"])
     fake.fail["open_terminal"] = TerminalError("No terminal program was found.")
@@ -133,7 +133,7 @@ def test_a_node_going_offline_and_coming_back_is_notified_once_each(qtbot, tray_
 def test_the_window_computes_the_tooltip_from_what_the_dashboard_holds(qtbot, home):
     import time
 
-    from sparksync.core.nodes import LocalNode
+    from sparksync.core.agents.handles import LocalNode
     from sparksync.gui.main_window import MainWindow
     from sparksync.gui.tray.setup import install_tray
 

@@ -9,10 +9,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.state import NodeState, NodeStatus
-from sparksync.core.node_rows import FleetState, client_agent_version
-from sparksync.core.node_rows import NodeState as RowState
+from sparksync.core.nodes.rows import FleetState, client_agent_version
+from sparksync.core.nodes.rows import NodeState as RowState
 from tests.core.node_factory import paired_node
 from tests.gui.fake_core import FakeActions
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sparksync.core.autostart import autostart_dir
-from sparksync.core.errors import SparkSyncError
-from sparksync.core.nodes import LocalNode
-from sparksync.core.settings import AppSettings, Theme, load_settings, settings_path
+from sparksync.core.apps.autostart import autostart_dir
+from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.agents.handles import LocalNode
+from sparksync.core.apps.settings import AppSettings, Theme, load_settings, settings_path
 from tests.gui.fake_core import FakeActions
 
 pytestmark = pytest.mark.gui
@@ -159,7 +159,7 @@ def test_custom_apps_are_added_and_removed_through_the_core_and_reach_the_tray(q
 
 
 def test_the_memory_unit_picked_on_the_dashboard_is_remembered(qtbot, window_for):
-    from sparksync.core.units import MemoryUnit
+    from sparksync.core.base.units import MemoryUnit
 
     win = window_for()
     win.dashboard.set_memory_unit(MemoryUnit.GIB)

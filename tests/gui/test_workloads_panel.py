@@ -246,7 +246,7 @@ def test_a_start_with_no_node_is_refused_in_words(panel_for, qtbot):
 def test_the_tray_starts_and_stops_the_last_workload(panel_for, qtbot):
     from PySide6.QtWidgets import QStatusBar
 
-    from sparksync.core.cluster_summary import ClusterSummary
+    from sparksync.core.telemetry.cluster_summary import ClusterSummary
     from sparksync.gui.tray.notifier import Notifier
     from sparksync.gui.tray.tray import Tray
     from sparksync.gui.workers import Jobs
@@ -301,7 +301,7 @@ def test_the_main_window_holds_the_panel_in_place_of_the_placeholder(window):
 
 
 def test_an_unreachable_node_shows_on_its_rows_and_a_broken_record_is_told_once(panel_for, qtbot):
-    from sparksync.core.errors import SparkSyncError
+    from sparksync.core.base.errors import SparkSyncError
 
     cluster = FakeCluster(NODES)
     panel = panel_for(cluster)

@@ -29,9 +29,9 @@ from pathlib import Path
 import psutil
 from sparksync_agent.state import Endpoint as AgentEndpoint
 
-from sparksync.core.client_key import ClientKey
+from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.deploy.layout import LAYOUT
-from sparksync.core.registry import Registry
+from sparksync.core.nodes.registry import Registry
 from sparksync.core.ssh.connection import Endpoint, SshSettings, connect_with_key, run
 
 from .netlab import LabNode

@@ -23,7 +23,7 @@ import pytest
 from sparksync_agent.protocol import AGENT_VERSION
 
 from sparksync.core.bundle import add_to_cache, bundles_dir
-from sparksync.core.client_key import ClientKey
+from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.deploy.health import current_answer
 from sparksync.core.deploy.layout import LAYOUT
 from sparksync.core.deploy.many import deploy_many, summary_table
@@ -32,8 +32,8 @@ from sparksync.core.fleet.state import NodeState
 from sparksync.core.fleet.store import NodeStateStore
 from sparksync.core.deploy.model import DeployOptions, Outcome, ProgressEvent, Stage
 from sparksync.core.deploy.remote import RemoteNode
-from sparksync.core.registry import Registry
-from sparksync.core.secrets import SecretStore
+from sparksync.core.nodes.registry import Registry
+from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.transports import NodeTransports
 from tests.core.deploy.lab_helpers import (
     FAST,

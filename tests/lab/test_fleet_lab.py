@@ -23,15 +23,15 @@ import httpx
 import pytest
 from sparksync_agent.protocol import Sample
 
-from sparksync.core.client_key import ClientKey
+from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.deploy.layout import LAYOUT
 from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.fleet.follower import TelemetryFollower
 from sparksync.core.fleet.remote_node import paired_node_handles
 from sparksync.core.fleet.state import Cause, NodeState
-from sparksync.core.nodes import known_nodes
-from sparksync.core.registry import Registry
-from sparksync.core.secrets import SecretStore
+from sparksync.core.agents.handles import known_nodes
+from sparksync.core.nodes.registry import Registry
+from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.connection import SshSettings
 from sparksync.core.ssh.transports import Backoff
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)

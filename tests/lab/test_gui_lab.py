@@ -26,10 +26,10 @@ import numpy as np
 import pytest
 from sparksync_agent.protocol import AGENT_VERSION
 
-from sparksync.core.cluster_actions import ClusterActions
-from sparksync.core.dashboard_series import MEMORY_USED
+from sparksync.core.nodes.cluster_actions import ClusterActions
+from sparksync.core.telemetry.dashboard_series import MEMORY_USED
 from sparksync.core.deploy.model import DeployOptions
-from sparksync.core.registry import Registry
+from sparksync.core.nodes.registry import Registry
 from tests.core.deploy.lab_helpers import FAST, versioned_bundle
 from tests.lab.sshd import PASSWORD
 from tests.lab.test_deploy_lab import agents, bundle, client_key  # noqa: F401  (fixtures)

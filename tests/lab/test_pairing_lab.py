@@ -21,10 +21,10 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from sparksync.core.client_key import ClientKey
+from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.discovery.errors import HostNotFoundError
-from sparksync.core.registry import MAX_NODES, ClusterFullError, PinnedHostKey, Registry
-from sparksync.core.secrets import SecretStore
+from sparksync.core.nodes.registry import MAX_NODES, ClusterFullError, PinnedHostKey, Registry
+from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.authorized_keys import count_key
 from sparksync.core.ssh.connection import Endpoint, SshSettings, connect_with_key, run
 from sparksync.core.ssh.errors import (

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from sparksync.core.cluster_actions import ClusterActions
+from sparksync.core.nodes.cluster_actions import ClusterActions
 from sparksync.core.workloads import running
 from sparksync.core.workloads.orchestrator import Orchestrator
 from sparksync.core.workloads.workload_store import WorkloadRecord

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import platformdirs
 
-from sparksync.core.file_lock import exclusive_lock
+from sparksync.core.base.file_lock import exclusive_lock
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "packaging" / "deb" / "build_deb.py"

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import QGridLayout, QWidget
 
 import pyqtgraph as pg
 import sparksync.gui  # noqa: F401 - its refcount guard keeps a long pyqtgraph run alive on PySide6 6.12.0
-from sparksync.core.dashboard_series import sample_values
+from sparksync.core.telemetry.dashboard_series import sample_values
 from sparksync_agent.protocol import InterfaceKind, Sample
 from tests.core.dashboard_samples import FABRIC, ROCE, memory, nic, rdma
 

@@ -48,8 +48,8 @@ import psutil
 import pytest
 from sparksync_agent.state import read_endpoint, read_token
 
-from sparksync.core import paths
-from sparksync.core.agent_client import AgentClient
+from sparksync.core.base import paths
+from sparksync.core.agents.client import AgentClient
 from sparksync.core.bench import benchy
 from sparksync.core.bench.endpoint import Endpoint
 from sparksync.core.bench.preflight import run_preflight

@@ -14,11 +14,11 @@ import time
 import pytest
 
 from sparksync.core.bundle import add_to_cache
-from sparksync.core.client_key import ClientKey
+from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.deploy.many import deploy_many, summary_table
 from sparksync.core.deploy.model import DeployOptions
-from sparksync.core.registry import Registry
-from sparksync.core.secrets import SecretStore
+from sparksync.core.nodes.registry import Registry
+from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.transports import NodeTransports
 from tests.core.deploy.lab_helpers import FAST, agent_processes, lab_bundle, pair_all, stop_lab_agents
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)

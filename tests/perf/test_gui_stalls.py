@@ -157,7 +157,7 @@ def _window(widget) -> QMainWindow:
 
 
 def _dashboard_phase(qtbot, seconds: float) -> Phase:
-    from sparksync.core.dashboard_model import DashboardModel
+    from sparksync.core.telemetry.dashboard_model import DashboardModel
     from sparksync.gui.dashboard.dashboard_view import DashboardView
     from sparksync.gui.dashboard.history_bridge import HistoryBridge
 

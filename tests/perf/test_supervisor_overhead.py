@@ -18,7 +18,7 @@ import time
 import psutil
 import pytest
 
-from sparksync.core.agent_client import AgentClient
+from sparksync.core.agents.client import AgentClient
 from sparksync.core.workloads.fabric import Fabric
 from sparksync.core.workloads.launches import build_group
 from sparksync.core.workloads.recipe import Recipe

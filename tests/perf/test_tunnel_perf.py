@@ -27,9 +27,9 @@ from typing import TypeVar
 import httpx
 import pytest
 
-from sparksync.core.client_key import ClientKey
-from sparksync.core.registry import Registry
-from sparksync.core.secrets import SecretStore
+from sparksync.core.ssh.client_key import ClientKey
+from sparksync.core.nodes.registry import Registry
+from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.pairing import PairRequest, pair_node
 from sparksync.core.ssh.transports import NodeTransports
 from sparksync.core.ssh.tunnel import open_tunnel

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.plan import Group, Plan
 from sparksync.core.workloads.reach import DirectReach, direct_url, workload_endpoints

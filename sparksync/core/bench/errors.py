@@ -6,7 +6,7 @@ messages end up in logs, the history and bug reports.
 
 from __future__ import annotations
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 
 
 class BenchError(SparkSyncError):

@@ -32,7 +32,7 @@ from sparksync.core.bench.profile import BenchProfile
 from sparksync.core.bench.record import RunDetails, RunListItem, RunRecord
 from sparksync.core.bench.results import RunSummary
 from sparksync.core.bench.telemetry import TelemetrySummary
-from sparksync.core.paths import data_dir, ensure_dir
+from sparksync.core.base.paths import data_dir, ensure_dir
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
 from sparksync.core.bench.record import RunDetails, RunRecord, Status
 from sparksync.core.bench.results import RunSummary, measured_rows, summarize
 from sparksync.core.bench.runner import BenchOutcome, BenchRequest
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The telemetry summary of a benchmark: peak memory, mean fabric traffic and energy during the run.
 
-It is read from the client's telemetry history (``sparksync.core.history``):
+It is read from the client's telemetry history (``sparksync.core.telemetry.history``):
 one row per node per second, the mean of that second's samples, written by
 whichever SparkSync process shows the nodes' live telemetry (the app's
 dashboard). Rows of the run's window ``[start, end]`` are summarised:
@@ -27,13 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from sparksync.core import history as telemetry_history
+from sparksync.core.telemetry import history as telemetry_history
 from sparksync.core.bench.record import RunRecord
 from sparksync.core.bench.telemetry import TelemetrySummary
-from sparksync.core.dashboard_model import NodeHistory
-from sparksync.core.dashboard_series import CLUSTER, MEMORY_USED
-from sparksync.core.errors import SparkSyncError
-from sparksync.core.history_recorder import FLUSH_EVERY_S
+from sparksync.core.telemetry.dashboard_model import NodeHistory
+from sparksync.core.telemetry.dashboard_series import CLUSTER, MEMORY_USED
+from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.telemetry.history_recorder import FLUSH_EVERY_S
 
 log = logging.getLogger(__name__)
 

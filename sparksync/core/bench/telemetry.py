@@ -1,6 +1,6 @@
 """What the cluster did while a benchmark ran, summarised for the history.
 
-The figures come from the client's telemetry history (``sparksync.core.history``,
+The figures come from the client's telemetry history (``sparksync.core.telemetry.history``,
 one row per node per second, filled while the app shows the nodes' live
 telemetry), read for the run's time window; see run_telemetry.py.
 """

@@ -26,7 +26,7 @@ from sparksync.core.bench.context import RunContext
 from sparksync.core.bench.endpoint import Endpoint
 from sparksync.core.bench.errors import BenchError, BenchInputError
 from sparksync.core.bench.scale import SweepTarget
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.workloads import running
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.launch_request import resolve

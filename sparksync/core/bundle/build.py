@@ -33,7 +33,7 @@ from sparksync.core.bundle.manifest import (
 from sparksync.core.bundle.piprun import run_pip
 from sparksync.core.bundle.platforms import Target
 from sparksync.core.bundle.verify import glibc_needed, verify_bundle, wheel_problem
-from sparksync.core.paths import ensure_dir
+from sparksync.core.base.paths import ensure_dir
 from sparksync_agent.protocol import AGENT_VERSION, PROTOCOL_VERSION
 
 log = logging.getLogger(__name__)

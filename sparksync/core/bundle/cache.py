@@ -24,8 +24,8 @@ from sparksync.core.bundle.errors import BundleBuildError, BundleOfflineError, B
 from sparksync.core.bundle.platforms import Target
 from sparksync.core.bundle.shipped import find_shipped, is_frozen, shipped_targets
 from sparksync.core.bundle.verify import verify_bundle
-from sparksync.core.file_lock import exclusive_lock
-from sparksync.core.paths import cache_dir, ensure_dir
+from sparksync.core.base.file_lock import exclusive_lock
+from sparksync.core.base.paths import cache_dir, ensure_dir
 from sparksync_agent.protocol import AGENT_VERSION
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 
 
 class BundleError(SparkSyncError):

@@ -7,5 +7,6 @@
 - ``health``: the new agent's endpoint and token, a tunnel, and hello with the right version.
 - ``node_deploy``: one node, step by step, with rollback to the previous version.
 - ``many``: all nodes in parallel, progress callbacks and the summary table.
+- ``feed``: deploy progress of every node for the faces to show;
 - ``uninstall``: stop the agent and remove every path of the layout (unpair --uninstall).
 """

@@ -18,12 +18,12 @@ from pydantic import ValidationError
 from sparksync_agent.protocol import HelloReply
 from sparksync_agent.state import Endpoint
 
-from sparksync.core.agent_client import AgentClient
+from sparksync.core.agents.client import AgentClient
 from sparksync.core.deploy.errors import HealthCheckError
 from sparksync.core.deploy.layout import LAYOUT, SERVICE_NAME
 from sparksync.core.deploy.remote import RemoteNode
 from sparksync.core.deploy.service import SUPERVISED, SYSTEMD, log_tail
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.ssh.transports import NodeTransports
 from sparksync.core.ssh.tunnel import open_tunnel
 

@@ -27,10 +27,10 @@ from sparksync.core.deploy.model import (
 )
 from sparksync.core.deploy.node_deploy import NodeDeploy, NodeOutcome, RolledBack
 from sparksync.core.deploy.remote import RemoteNode
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.state import NodeState, NodeStatus
 from sparksync.core.fleet.store import NodeStateStore
-from sparksync.core.registry import Registry
+from sparksync.core.nodes.registry import Registry
 from sparksync.core.ssh.transports import NodeTransports
 
 log = logging.getLogger(__name__)

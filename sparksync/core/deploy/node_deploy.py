@@ -36,7 +36,7 @@ from sparksync.core.deploy.prechecks import (
     space_needed,
 )
 from sparksync.core.deploy.remote import RemoteNode, failure_text
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.ssh.transports import NodeTransports
 
 log = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from sparksync.core.discovery.interfaces import check_interfaces, default_interf
 from sparksync.core.discovery.manual import resolve_host
 from sparksync.core.discovery.merge import Sighting, merge, sighting_from_agent_txt
 from sparksync.core.discovery.model import DiscoveredNode, Source, is_ip
-from sparksync.core.listeners import Listeners
+from sparksync.core.base.listeners import Listeners
 
 log = logging.getLogger(__name__)
 

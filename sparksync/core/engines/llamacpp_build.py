@@ -32,8 +32,8 @@ from pathlib import Path
 
 import platformdirs
 
-from sparksync.core.errors import SparkSyncError
-from sparksync.core.file_lock import exclusive_lock
+from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.base.file_lock import exclusive_lock
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from pydantic import ValidationError
 from sparksync_agent.protocol import AgentStatus, HelloReply
 from sparksync_agent.state import Endpoint
 
-from sparksync.core.agent_client import AgentClient
+from sparksync.core.agents.client import AgentClient
 from sparksync.core.deploy.layout import LAYOUT, RemoteLayout
-from sparksync.core.errors import (
+from sparksync.core.base.errors import (
     AgentAuthError,
     AgentRequestError,
     AgentUnreachableError,

@@ -7,8 +7,8 @@ import time
 
 from sparksync_agent.protocol import Snapshot
 
-from sparksync.core.agent_client import AgentClient
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.agents.client import AgentClient
+from sparksync.core.base.errors import SparkSyncError
 
 
 class NoSampleError(SparkSyncError):

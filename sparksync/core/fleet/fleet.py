@@ -21,16 +21,16 @@ from datetime import datetime
 
 from sparksync_agent.protocol import AgentStatus, Snapshot
 
-from sparksync.core.client_key import ClientKey
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.ssh.client_key import ClientKey
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.agent_link import AGENT_TIMEOUT_S, SSH_TIMEOUT_S, AgentLink
 from sparksync.core.fleet.first_sample import wait_first_sample
 from sparksync.core.fleet.problems import NodeProblem, degraded, offline
 from sparksync.core.fleet.state import Cause, NodeState, NodeStatus, StateTracker, is_change
 from sparksync.core.fleet.store import NodeStateStore
-from sparksync.core.listeners import Listeners
-from sparksync.core.node_rows import FleetListener, FleetState
-from sparksync.core.registry import PairedNode, Registry
+from sparksync.core.base.listeners import Listeners
+from sparksync.core.nodes.rows import FleetListener, FleetState
+from sparksync.core.nodes.registry import PairedNode, Registry
 from sparksync.core.ssh.connection import Dialer, SshSettings
 from sparksync.core.ssh.transports import Backoff, NodeTransports
 

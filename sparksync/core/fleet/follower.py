@@ -24,14 +24,14 @@ from dataclasses import dataclass
 
 from sparksync_agent.protocol import Sample
 
-from sparksync.core.agent_client import AgentClient
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.agents.client import AgentClient
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.fleet import Fleet, collector_problem
 from sparksync.core.fleet.problems import NodeProblem
 from sparksync.core.fleet.state import NodeState
-from sparksync.core.registry import PairedNode
-from sparksync.core.telemetry_stream import Backoff as StreamBackoff
-from sparksync.core.telemetry_stream import Connected, Disconnected, Lost, Restarted, TelemetryStream
+from sparksync.core.nodes.registry import PairedNode
+from sparksync.core.agents.stream import Backoff as StreamBackoff
+from sparksync.core.agents.stream import Connected, Disconnected, Lost, Restarted, TelemetryStream
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ writes into a ``Cause`` so scripts and the GUI need not parse text.
 
 from __future__ import annotations
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.state import Cause, NodeState
 
 OFFLINE_EXIT = 11

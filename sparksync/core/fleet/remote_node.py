@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sparksync.core.agent_client import AgentClient
-from sparksync.core.client_key import ClientKey
+from sparksync.core.agents.client import AgentClient
+from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.fleet.problems import NodeProblem
-from sparksync.core.registry import Registry
-from sparksync.core.secrets import SecretStore
+from sparksync.core.nodes.registry import Registry
+from sparksync.core.ssh.secrets import SecretStore
 
 
 class SharedFleet:

@@ -25,10 +25,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sparksync_agent.atomic import write_atomic
 
-from sparksync.core.file_lock import exclusive_lock
+from sparksync.core.base.file_lock import exclusive_lock
 from sparksync.core.fleet.state import Cause, NodeState, NodeStatus, StateTracker, utc_now
-from sparksync.core.paths import data_dir, ensure_dir
-from sparksync.core.registry import PairedNode
+from sparksync.core.base.paths import data_dir, ensure_dir
+from sparksync.core.nodes.registry import PairedNode
 
 log = logging.getLogger(__name__)
 

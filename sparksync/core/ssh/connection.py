@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import paramiko
 
 from sparksync.core.discovery.manual import resolve_host
-from sparksync.core.registry import PinnedHostKey
+from sparksync.core.nodes.registry import PinnedHostKey
 from sparksync.core.ssh.errors import (
     AuthenticationFailedError,
     HostUnreachableError,

@@ -5,8 +5,8 @@ No message ever holds a password, a passphrase or a private key.
 
 from __future__ import annotations
 
-from sparksync.core.errors import SparkSyncError
-from sparksync.core.registry import HostKeyChangedError as RegistryHostKeyChangedError
+from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.nodes.registry import HostKeyChangedError as RegistryHostKeyChangedError
 
 
 class SshError(SparkSyncError):

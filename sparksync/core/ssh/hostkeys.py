@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 import paramiko
 from sparksync_agent.advertise import short_key_type
 
-from sparksync.core.registry import PinnedHostKey, sha256_fingerprint
+from sparksync.core.nodes.registry import PinnedHostKey, sha256_fingerprint
 from sparksync.core.ssh.errors import HostKeyChangedError, HostKeyMismatchError
 
 log = logging.getLogger(__name__)

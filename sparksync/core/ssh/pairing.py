@@ -40,10 +40,10 @@ from pathlib import Path
 import paramiko
 from pydantic import ValidationError
 
-from sparksync.core.client_key import ClientKey
+from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.discovery.model import DiscoveredNode, is_ip, normalize_host
-from sparksync.core.paths import ensure_dir
-from sparksync.core.registry import MAX_NODES, PairedNode, PinnedHostKey, Registry
+from sparksync.core.base.paths import ensure_dir
+from sparksync.core.nodes.registry import MAX_NODES, PairedNode, PinnedHostKey, Registry
 from sparksync.core.ssh.connection import (
     Dialer,
     Endpoint,
@@ -63,7 +63,7 @@ from sparksync.core.ssh.errors import (
 )
 from sparksync.core.ssh.hostkeys import changed_key_message, cross_check_advertised, fingerprint
 from sparksync.core.ssh.remote_keys import install_key, uninstall_key
-from sparksync.core.ssh_config import CONFIG_FILE, export_ssh_config
+from sparksync.core.ssh.config_export import CONFIG_FILE, export_ssh_config
 
 log = logging.getLogger(__name__)
 

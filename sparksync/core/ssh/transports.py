@@ -29,9 +29,9 @@ from dataclasses import dataclass, replace
 
 import paramiko
 
-from sparksync.core.client_key import ClientKey
-from sparksync.core.errors import SparkSyncError
-from sparksync.core.registry import PairedNode, Registry
+from sparksync.core.ssh.client_key import ClientKey
+from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.nodes.registry import PairedNode, Registry
 from sparksync.core.ssh.connection import Dialer, Endpoint, SshSettings, connect_with_key, default_dialer
 from sparksync.core.ssh.errors import HostKeyChangedError, NodeOfflineError
 

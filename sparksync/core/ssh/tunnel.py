@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import paramiko
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.ssh.errors import TunnelError
 from sparksync.core.ssh.transports import DEFAULT_GET_TIMEOUT_S, NodeTransports
 

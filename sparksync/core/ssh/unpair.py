@@ -12,10 +12,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sparksync.core.client_key import ClientKey
-from sparksync.core.errors import SparkSyncError
-from sparksync.core.registry import PairedNode, Registry
-from sparksync.core.secrets import KeyringUnavailableError, SecretStore
+from sparksync.core.ssh.client_key import ClientKey
+from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.nodes.registry import PairedNode, Registry
+from sparksync.core.ssh.secrets import KeyringUnavailableError, SecretStore
 from sparksync.core.ssh.connection import Dialer, Endpoint, SshSettings, connect_with_key, default_dialer
 from sparksync.core.ssh.errors import UnpairError
 from sparksync.core.ssh.pairing import refresh_ssh_export

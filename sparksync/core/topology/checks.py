@@ -15,7 +15,7 @@ from enum import Enum
 
 from sparksync.core.topology.links import Link, LinkKind
 from sparksync.core.topology.ports import FabricPortState
-from sparksync.core.units import format_bits_per_s
+from sparksync.core.base.units import format_bits_per_s
 
 CX7_SPEED_MBPS = 200_000
 MBPS = 1_000_000  # bits/s in one Mb/s

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from sparksync_agent.protocol import InterfaceKind, NetInterfaceSample, RdmaPortSample, Sample
 
-from sparksync.core.units import bits_per_s
+from sparksync.core.base.units import bits_per_s
 
 DEFAULT_PREFIX = 24
 # A CX-7 netdev is "en" + PCI path + "np" + port, its RoCE device "roce" + the same PCI path

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from sparksync.core.agent_client import AgentClient
-from sparksync.core.errors import AgentRequestError, SparkSyncError
+from sparksync.core.agents.client import AgentClient
+from sparksync.core.base.errors import AgentRequestError, SparkSyncError
 from sparksync.core.fleet.fleet import Fleet
 
 T = TypeVar("T")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import paramiko
 
 from sparksync.core.engines.llamacpp_build import BASE_CMAKE_FLAGS, CMAKE_TARGETS, LLAMA_CPP_PYTHON_VERSION
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 
 
 class WorkloadError(SparkSyncError):

@@ -32,7 +32,7 @@ from enum import Enum
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sparksync_agent.protocol import InterfaceKind, NetInterfaceSample, RdmaPortSample
 
-from sparksync.core.registry import PairedNode
+from sparksync.core.nodes.registry import PairedNode
 from sparksync.core.workloads.errors import FabricError, RocenanteUnavailableError
 
 FABRIC_VERSION = 1

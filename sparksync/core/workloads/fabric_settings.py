@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from sparksync_agent.atomic import write_atomic
 
-from sparksync.core.paths import config_dir, ensure_dir
+from sparksync.core.base.paths import config_dir, ensure_dir
 from sparksync.core.workloads.errors import FabricError, describe_validation
 from sparksync.core.workloads.fabric import FABRIC_VERSION, FabricSettings
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sparksync_agent.atomic import write_atomic
 
-from sparksync.core.paths import data_dir, ensure_dir
+from sparksync.core.base.paths import data_dir, ensure_dir
 from sparksync.core.workloads.launch_choice import LaunchChoice
 
 log = logging.getLogger(__name__)

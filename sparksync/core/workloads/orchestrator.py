@@ -26,7 +26,7 @@ from typing import Literal
 
 from sparksync_agent.protocol import RankLaunch, Snapshot
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.first_sample import wait_first_sample
 from sparksync.core.planner.fit import NodeMemory
 from sparksync.core.workloads import running

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 from sparksync_agent.atomic import write_atomic
 
-from sparksync.core.paths import config_dir, ensure_dir
+from sparksync.core.base.paths import config_dir, ensure_dir
 from sparksync.core.workloads.builtin_recipes import builtin_recipes
 from sparksync.core.workloads.errors import (
     FutureRecipeVersionError,

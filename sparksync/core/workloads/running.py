@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from sparksync_agent.protocol import LogPage, RankState, RankStatus, WorkloadFigures, WorkloadStatus
 
-from sparksync.core.agent_client import LogItem
-from sparksync.core.errors import AgentRequestError, SparkSyncError
+from sparksync.core.agents.client import LogItem
+from sparksync.core.base.errors import AgentRequestError, SparkSyncError
 from sparksync.core.workloads.agents import NodeAgents
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.workload_store import RankRef, WorkloadRecord

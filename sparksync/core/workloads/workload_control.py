@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from sparksync_agent.protocol import LogPage
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.workloads import running
 from sparksync.core.workloads.agents import NodeAgents
 from sparksync.core.workloads.baseline import BaselineStore

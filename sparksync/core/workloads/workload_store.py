@@ -20,8 +20,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sparksync_agent.atomic import write_atomic
 
-from sparksync.core.file_lock import exclusive_lock
-from sparksync.core.paths import data_dir, ensure_dir
+from sparksync.core.base.file_lock import exclusive_lock
+from sparksync.core.base.paths import data_dir, ensure_dir
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.plan import Plan
 

@@ -19,7 +19,7 @@ from sparksync.core.bench.history import HistoryStore
 from sparksync.core.bench.recording import inference_record, store, with_engine_from_server
 from sparksync.core.bench.run_telemetry import with_run_telemetry
 from sparksync.core.bench.runner import BenchRequest, BenchRunner
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from sparksync.core.bench.progress import BenchProgress
 from sparksync.core.bench.record import RunRecord
 from sparksync.core.bench.report import Comparison, ScalingReport
 from sparksync.core.bench.runner import BenchRequest
-from sparksync.core.units import format_tokens_per_s
+from sparksync.core.base.units import format_tokens_per_s
 from sparksync.gui.benchmarks import history_calls
 from sparksync.gui.benchmarks.bench_job import BenchJob
 from sparksync.gui.benchmarks.run_details import run_html

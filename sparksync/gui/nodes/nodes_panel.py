@@ -37,8 +37,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.deploy_feed import summary_text
-from sparksync.core.node_rows import (
+from sparksync.core.deploy.feed import summary_text
+from sparksync.core.nodes.rows import (
     FleetState,
     NodeRow,
     NodeRows,

@@ -38,7 +38,7 @@ from sparksync.gui.workers import Jobs
 
 if TYPE_CHECKING:  # the SSH stack loads with the first pairing, not with the window
     from sparksync.core.discovery.model import DiscoveredNode
-    from sparksync.core.pairing_session import PairFunction, PairingSession
+    from sparksync.core.nodes.pairing_session import PairFunction, PairingSession
     from sparksync.core.ssh.pairing import PairRequest
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class PairDialog(QDialog):
         if not host or not user:
             self._show_error("Type the node's host name or address and the user to log in as.")
             return False
-        from sparksync.core.pairing_session import PairingSession
+        from sparksync.core.nodes.pairing_session import PairingSession
 
         request = self._request(host, user)
         self.error.clear()

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.planner.quant import QUANTS
 from sparksync.core.workloads.launch_choice import LaunchChoice, groups_of
 from sparksync.core.workloads.orchestrator import Progress

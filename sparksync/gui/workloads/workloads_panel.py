@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 )
 from sparksync_agent.protocol import LogPage
 
-from sparksync.core.errors import SparkSyncError
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.workloads.errors import MemoryFitError
 from sparksync.core.workloads.last_workload import Launched
 from sparksync.core.workloads.launch_choice import LaunchChoice, fit_lines

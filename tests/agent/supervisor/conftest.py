@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from sparksync.core.agent_client import AgentClient
+from sparksync.core.agents.client import AgentClient
 from tests.agent.agentproc import RunningAgent, start_agent
 
 WAIT_S = 60.0  # generous: the machine is shared and loaded

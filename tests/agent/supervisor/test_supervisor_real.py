@@ -9,8 +9,8 @@ import socket
 import psutil
 import pytest
 
-from sparksync.core.agent_client import LogGap
-from sparksync.core.errors import AgentRequestError
+from sparksync.core.agents.client import LogGap
+from sparksync.core.base.errors import AgentRequestError
 from sparksync_agent.protocol import LogLine, RankLaunch, RankState, RankStatus
 from tests.agent.supervisor.conftest import pid_gone, python_rank, wait_until
 

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from sparksync.core import history as telemetry_history
+from sparksync.core.telemetry import history as telemetry_history
 from sparksync.core.bench.endpoint import Endpoint
 from sparksync.core.bench.history import HistoryStore
 from sparksync.core.bench.profile import BenchProfile
@@ -183,9 +183,9 @@ def test_cancel_halfway_keeps_the_finished_test_marked_partial(server, tiny_mode
 @pytest.fixture
 def recorded_telemetry(tmp_path):
     """This machine's real agent streaming into the telemetry history, as the app's dashboard does it."""
-    from sparksync.core.agent_client import AgentClient
-    from sparksync.core.dashboard_model import DashboardModel
-    from sparksync.core.history_recorder import HistoryRecorder
+    from sparksync.core.agents.client import AgentClient
+    from sparksync.core.telemetry.dashboard_model import DashboardModel
+    from sparksync.core.telemetry.history_recorder import HistoryRecorder
     from tests.agent.agentproc import start_agent
 
     agent = start_agent(tmp_path / "agent-state", tmp_path / "agent.log")

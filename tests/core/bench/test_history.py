@@ -12,7 +12,7 @@ from sparksync.core.bench.errors import HistoryError, RunNotFoundError
 from sparksync.core.bench.history import MIGRATIONS, HistoryStore, default_history_path
 from sparksync.core.bench.recording import store, training_record
 from sparksync.core.bench.telemetry import TelemetrySummary
-from sparksync.core.paths import data_dir
+from sparksync.core.base.paths import data_dir
 from tests.core.bench.records import inference_run
 
 

@@ -1,6 +1,6 @@
 """The telemetry summary of a run, read from the client's telemetry history for the run's window.
 
-The rows go through the real history file (sparksync.core.history), as the
+The rows go through the real history file (sparksync.core.telemetry.history), as the
 app's recorder writes them: one row per node per second, values in base
 units (bytes, bits/s, W). Expected figures are worked out by hand below.
 """
@@ -12,9 +12,9 @@ import threading
 import pytest
 
 from sparksync.core.bench.run_telemetry import summarize, summary_from_store
-from sparksync.core.dashboard_series import CLUSTER
-from sparksync.core.downsample import SecondRow
-from sparksync.core.history import HistoryStore, default_path
+from sparksync.core.telemetry.dashboard_series import CLUSTER
+from sparksync.core.telemetry.downsample import SecondRow
+from sparksync.core.telemetry.history import HistoryStore, default_path
 
 T0 = 1_790_000_000  # whole seconds, as the recorder's rows are
 GB = 1e9
@@ -75,7 +75,7 @@ def test_without_a_telemetry_history_there_is_none_and_none_is_made():
 def test_a_node_without_power_or_fabric_readings_leaves_those_figures_empty():
     import numpy as np
 
-    from sparksync.core.dashboard_model import NodeHistory
+    from sparksync.core.telemetry.dashboard_model import NodeHistory
 
     cpu_only = NodeHistory(np.array([T0, T0 + 1.0]), {"mem.used": np.array([1e9, 2e9]),
                                                         "net.rx.eth0": np.array([1e6, 1e6])})

@@ -30,8 +30,8 @@ from sparksync.core.bundle.archive import pack
 from sparksync.core.bundle.manifest import file_entry
 from sparksync.core.bundle.platforms import Target, target_for_machine
 from sparksync.core.bundle.verify import verify_bundle
-from sparksync.core.client_key import ClientKey
-from sparksync.core.registry import Registry
+from sparksync.core.ssh.client_key import ClientKey
+from sparksync.core.nodes.registry import Registry
 from sparksync.core.ssh.connection import SshSettings
 from sparksync.core.ssh.pairing import PairRequest, pair_node
 from tests.core.bundle_helpers import session_bundle

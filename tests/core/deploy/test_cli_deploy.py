@@ -5,7 +5,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from sparksync.cli.main import cli
-from sparksync.core.registry import Registry
+from sparksync.core.nodes.registry import Registry
 from tests.core.node_factory import paired_node
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from sparksync.core.registry import Registry
+from sparksync.core.nodes.registry import Registry
 from tests.core.node_factory import paired_node
 
 

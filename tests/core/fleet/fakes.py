@@ -7,12 +7,12 @@ import threading
 import httpx
 from sparksync_agent.protocol import PROTOCOL_VERSION, AgentStatus, CollectorState
 
-from sparksync.core.agent_client import AgentClient
+from sparksync.core.agents.client import AgentClient
 from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.fleet.problems import NodeProblem, degraded, offline
 from sparksync.core.fleet.state import Cause
 from sparksync.core.fleet.store import NodeStateStore
-from sparksync.core.registry import Registry
+from sparksync.core.nodes.registry import Registry
 from tests.core.fake_agent import GOOD_TOKEN, FakeAgent
 from tests.core.node_factory import paired_node
 

@@ -7,7 +7,7 @@ import threading
 from sparksync.core.fleet.fleet import as_fleet_state
 from sparksync.core.fleet.problems import offline
 from sparksync.core.fleet.state import Cause, NodeState
-from sparksync.core.node_rows import NodeState as RowState
+from sparksync.core.nodes.rows import NodeState as RowState
 from tests.core.fleet.fakes import FakeFleet, FakeLink
 
 

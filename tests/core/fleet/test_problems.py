@@ -8,7 +8,7 @@ import pytest
 
 from sparksync.core.fleet.problems import DEGRADED_EXIT, OFFLINE_EXIT, degraded, offline, offline_cause
 from sparksync.core.fleet.state import Cause, NodeState
-from sparksync.core.registry import HostKeyChangedError, PinnedHostKey
+from sparksync.core.nodes.registry import HostKeyChangedError, PinnedHostKey
 from sparksync.core.ssh.connection import unreachable_message
 from sparksync.core.ssh.hostkeys import changed_key_message
 from tests.core.node_factory import host_pkey

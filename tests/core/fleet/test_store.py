@@ -9,7 +9,7 @@ import pytest
 
 from sparksync.core.fleet.state import Cause, IllegalTransitionError, NodeState, NodeStatus, utc_now
 from sparksync.core.fleet.store import STORE_VERSION, NodeStateStore
-from sparksync.core.registry import PinnedHostKey
+from sparksync.core.nodes.registry import PinnedHostKey
 from tests.core.node_factory import host_pkey, paired_node
 
 

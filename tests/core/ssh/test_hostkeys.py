@@ -8,8 +8,8 @@ import subprocess
 import paramiko
 import pytest
 
-from sparksync.core.registry import HostKeyChangedError as RegistryHostKeyChangedError
-from sparksync.core.registry import PinnedHostKey
+from sparksync.core.nodes.registry import HostKeyChangedError as RegistryHostKeyChangedError
+from sparksync.core.nodes.registry import PinnedHostKey
 from sparksync.core.ssh.errors import HostKeyChangedError, HostKeyMismatchError
 from sparksync.core.ssh.hostkeys import (
     PinnedHostKeyPolicy,

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from sparksync.core.client_key import ClientKey
-from sparksync.core.registry import Registry
-from sparksync.core.secrets import SecretStore
+from sparksync.core.ssh.client_key import ClientKey
+from sparksync.core.nodes.registry import Registry
+from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.errors import HostUnreachableError, NodeOfflineError
 from sparksync.core.ssh.transports import Backoff, LinkState, NodeTransports
 from tests.core.keyring_fixtures import MemoryKeyring

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from keyring.backends import fail
 
-from sparksync.core.registry import Registry, UnknownNodeError
-from sparksync.core.secrets import SecretStore
+from sparksync.core.nodes.registry import Registry, UnknownNodeError
+from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.unpair import node_secret_name, unpair_node
 from tests.core.keyring_fixtures import MemoryKeyring
 from tests.core.node_factory import paired_node

@@ -20,7 +20,7 @@ from sparksync_agent.protocol import (
     WorkloadStatus,
 )
 
-from sparksync.core.errors import AgentRequestError
+from sparksync.core.base.errors import AgentRequestError
 from sparksync.core.workloads.launches import build_group
 from sparksync.core.workloads.plan import Group, Plan
 from sparksync.core.workloads.recipe import Recipe

@@ -28,7 +28,7 @@ from sparksync_agent.protocol import (
     WorkloadStatus,
 )
 
-from sparksync.core.errors import AgentRequestError
+from sparksync.core.base.errors import AgentRequestError
 from tests.core.workloads.fakes import spark_samples
 
 GB = 1024**3

@@ -102,7 +102,7 @@ def test_a_node_without_fabric_address_cannot_join_a_multi_node_group():
 
 
 def test_the_registry_fabric_interfaces_give_the_same_ports():
-    from sparksync.core.registry import FabricInterface
+    from sparksync.core.nodes.registry import FabricInterface
 
     interface = FabricInterface(name="enp1s0f1np1", addresses=["192.168.100.11"], rdma_device="rocep1s0f1")
     paired = SimpleNamespace(name="spark-1", fabric=[interface])  # what from_registry reads of a PairedNode

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from sparksync.core.errors import AgentRequestError
+from sparksync.core.base.errors import AgentRequestError
 from sparksync.core.planner.model import ModelSpec
 from sparksync.core.workloads import running
 from sparksync.core.workloads.errors import MemoryFitError

@@ -1,0 +1,274 @@
+"""Everything the desktop app can do to the cluster, as one object over the core.
+
+The GUI calls these methods in worker threads (each may block on SSH, the
+keyring or a file) and never reaches past this object, so tests can hand it
+a fake with the same methods. Each has a CLI twin:
+
+    paired / unpair / rename        sparksync node list | unpair | rename
+    pair_function                   sparksync node pair
+    deploy (progress: deploy_feed)  sparksync node deploy
+    connect_all / disconnect_all    sparksync node connect / sparksync node status
+    fleet                           the live node states (sparksync node status)
+    open_terminal                   sparksync node ssh NAME
+    open_app / close_app            sparksync app open (closes on Ctrl-C)
+    custom_apps / add_app / remove_app  sparksync app list | add | remove
+    keyring_status                  sparksync settings show
+
+One ``Fleet`` (one SSH transport per node) serves all of it: the live node
+states, the telemetry of paired nodes (``SshNode`` handles on
+``shared_fleet``), deploys, custom apps' tunnels and "connect all". It opens
+on first use and is held until ``close()``: it lives as long as the app.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sparksync.core.deploy.feed import DeployFeed, finished
+from sparksync.core.base.errors import SparkSyncError
+
+if TYPE_CHECKING:
+    from sparksync.core.ssh.client_key import ClientKey
+    from sparksync.core.apps.custom_apps import AppSession, AppSessions, CustomApp, CustomApps
+    from sparksync.core.deploy.model import DeployOptions, DeployResult
+    from sparksync.core.fleet.fleet import Fleet
+    from sparksync.core.fleet.remote_node import SharedFleet
+    from sparksync.core.nodes.actions import RenameResult
+    from sparksync.core.nodes.registry import PairedNode, Registry
+    from sparksync.core.ssh.secrets import KeyringStatus
+    from sparksync.core.ssh.connection import Dialer, SshSettings
+    from sparksync.core.ssh.transports import NodeTransports
+    from sparksync.core.ssh.unpair import UnpairResult
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 15.0
+
+
+class ClusterActions:
+    """The SSH, keyring and file stacks load on first use (in a worker), not when the window opens."""
+
+    def __init__(
+        self,
+        registry_path: Path | None = None,
+        apps_path: Path | None = None,
+        *,
+        shared_fleet: SharedFleet | None = None,
+        client_key: ClientKey | None = None,
+        dialer: Dialer | None = None,
+        ssh_settings: SshSettings | None = None,
+        deploy_options: DeployOptions | None = None,
+    ):
+        self._registry_path = registry_path
+        self._apps_path = apps_path
+        self._registry: Registry | None = None
+        self._apps: CustomApps | None = None
+        self._sessions_: AppSessions | None = None
+        self._lock = threading.Lock()
+        self._key = client_key
+        self._dialer = dialer  # None: plain TCP; the lab hands one that dials into its namespaces
+        self._ssh_settings = ssh_settings
+        self.deploy_options = deploy_options
+        self._shared = shared_fleet
+        self._held: contextlib.ExitStack | None = None  # keeps the fleet open until close()
+        self._fleet: Fleet | None = None
+        self._closed = False
+        self.deploy_feed = DeployFeed()  # per-node progress of every deploy started here
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            from sparksync.core.nodes.registry import Registry
+
+            self._registry = Registry(self._registry_path)
+        return self._registry
+
+    @property
+    def apps(self) -> CustomApps:
+        if self._apps is None:
+            from sparksync.core.apps.custom_apps import CustomApps
+
+            self._apps = CustomApps(self._apps_path)
+        return self._apps
+
+    @property
+    def _sessions(self) -> AppSessions:
+        with self._lock:
+            if self._sessions_ is None:
+                from sparksync.core.apps.custom_apps import AppSessions
+
+                self._sessions_ = AppSessions(self.transports)
+            return self._sessions_
+
+    @property
+    def shared_fleet(self) -> SharedFleet:
+        """The fleet that paired nodes' ``SshNode`` handles share with these actions."""
+        with self._lock:
+            if self._shared is None:
+                from sparksync.core.fleet.remote_node import SharedFleet
+
+                self._shared = SharedFleet(self._new_fleet)
+            return self._shared
+
+    def fleet(self) -> Fleet:
+        """The live fleet (opened on first call, in a worker: it reads the keyring); held until close()."""
+        shared = self.shared_fleet
+        with self._lock:
+            if self._closed:
+                raise SparkSyncError("The app is closing; the nodes are no longer reached.")
+            if self._fleet is None:
+                held = contextlib.ExitStack()
+                self._fleet = held.enter_context(shared.use())
+                self._held = held
+            return self._fleet
+
+    def pair_function(self, request, *, password, confirm, progress):
+        """Pair with this computer's key (``pair_node`` through a ``PairingSession``)."""
+        from sparksync.core.ssh.pairing import pair_node
+
+        return pair_node(
+            request, password=password, confirm=confirm, progress=progress, client_key=self._client_key(),
+            registry=self.registry, dialer=self._dialer, settings=self._ssh_settings,
+        )  # fmt: skip
+
+    # --- membership -----------------------------------------------------------------------
+
+    def paired(self) -> list[PairedNode]:
+        from sparksync.core.nodes.registry import Registry
+
+        return Registry(self.registry.path).list()  # a fresh read: the CLI may have changed it
+
+    def unpair(self, name: str, forget: bool = False) -> UnpairResult:
+        from sparksync.core.ssh.unpair import unpair_node
+
+        self._drop(name)
+        return unpair_node(name, client_key=self._client_key, registry=self.registry, forget=forget)
+
+    def rename(self, old: str, new: str) -> RenameResult:
+        from sparksync.core.nodes.actions import rename_node
+
+        result = rename_node(old, new, registry=self.registry)
+        self._drop(old)
+        return result
+
+    def deploy(self, names: list[str], cancel: threading.Event | None = None) -> list[DeployResult]:
+        """Install or upgrade the agent on ``names`` in parallel; progress goes to ``deploy_feed``.
+
+        The deploy uses the fleet's transports; afterwards the nodes are checked
+        through the fleet, so their state moves on (to online) for every listener.
+        """
+        from sparksync.core.deploy.many import deploy_many  # the deploy stack loads only when used
+
+        fleet = self.fleet()
+        results = deploy_many(
+            names, transports=fleet.transports, registry=self.registry, options=self.deploy_options,
+            progress=self.deploy_feed.on_event, cancel=cancel,
+        )  # fmt: skip
+        for result in results:
+            self.deploy_feed.publish(finished(result))
+        answered = [r.node for r in results if r.version is not None]
+        if answered and not (cancel is not None and cancel.is_set()):
+            try:
+                fleet.check_all(answered)
+            except SparkSyncError as exc:  # the deploy's own outcome stands; the next check says more
+                log.warning("checking the nodes after the deploy failed: %s", exc)
+        return results
+
+    # --- links ----------------------------------------------------------------------------
+
+    def transports(self) -> NodeTransports:
+        """The fleet's transports: one per node, for deploys, apps and checks alike."""
+        return self.fleet().transports
+
+    def connect_all(self, timeout: float = CONNECT_TIMEOUT_S) -> dict[str, str | None]:
+        """Connect every paired node; per node None (its SSH link is up) or why it is not.
+
+        Through the fleet's check, so the node list and the tray learn every node's state too
+        (a node whose agent is down is connected, and shows as degraded with the reason).
+        """
+        reports = self.fleet().check_all(timeout=timeout)
+        return {
+            r.node.name: None if r.status.reachable else (r.status.reason or r.status.state.value)
+            for r in reports
+        }
+
+    def disconnect_all(self) -> None:
+        """Close every app and drop every node's transport (the next use connects again)."""
+        if self._sessions_ is not None:
+            self._sessions.close_all()
+        with self._lock:
+            fleet = self._fleet
+        if fleet is not None:
+            for node in self.paired():
+                fleet.transports.drop(node.name)
+
+    # --- per node ---------------------------------------------------------------------------
+
+    def open_terminal(self, name: str) -> list[str]:
+        from sparksync.core.apps.terminal import open_terminal
+
+        return open_terminal(name, self.registry)
+
+    def custom_apps(self) -> list[CustomApp]:
+        from sparksync.core.apps.custom_apps import DGX_DASHBOARD
+
+        return [DGX_DASHBOARD, *self.apps.list()]
+
+    def open_app(self, node: str, app: CustomApp, timeout: float = CONNECT_TIMEOUT_S) -> AppSession:
+        return self._sessions.open(app, node, timeout)
+
+    def add_app(self, app: CustomApp) -> None:
+        self.apps.add(app)
+
+    def remove_app(self, name: str) -> None:
+        self.apps.remove(name)
+
+    def close_app(self, node: str, name: str) -> None:
+        self._sessions.close(node, name)
+
+    def open_sessions(self) -> list[AppSession]:
+        return self._sessions.open_sessions()
+
+    def keyring_status(self) -> KeyringStatus:
+        from sparksync.core.ssh.secrets import SecretStore
+
+        return SecretStore().backend_status()
+
+    def close(self) -> None:
+        """Close every app (tunnels, scripts), then let go of the fleet; the app is quitting."""
+        if self._sessions_ is not None:
+            self._sessions.close_all()
+        with self._lock:
+            self._closed = True
+            held, self._held, self._fleet = self._held, None, None
+        if held is not None:
+            held.close()  # the fleet closes once the telemetry workers have let go of it too
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _client_key(self) -> ClientKey:
+        if self._key is None:
+            from sparksync.core.ssh.client_key import ClientKey
+            from sparksync.core.ssh.secrets import SecretStore
+
+            self._key = ClientKey.load_or_create(SecretStore())
+        return self._key
+
+    def _new_fleet(self) -> Fleet:
+        from sparksync.core.fleet.fleet import Fleet
+
+        return Fleet(self._client_key(), self.registry, dialer=self._dialer, settings=self._ssh_settings)
+
+    def _drop(self, name: str) -> None:
+        sessions = self._sessions_.open_sessions() if self._sessions_ is not None else []
+        for session in sessions:
+            if session.node == name:
+                self._sessions.close(name, session.app.name)
+        with self._lock:
+            fleet = self._fleet
+        if fleet is not None:
+            fleet.transports.drop(name)
