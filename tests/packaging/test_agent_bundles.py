@@ -57,6 +57,6 @@ def test_only_the_current_and_the_previous_key_are_kept(builds, tmp_path):
 
 def test_the_key_follows_the_agents_code():
     files = [str(p.relative_to(ROOT)) for p in agent_bundles._input_files()]
-    assert "agent/sparksync_agent/protocol.py" in files and "agent/pyproject.toml" in files
+    assert "agent/sparksync_agent/protocol/__init__.py" in files and "agent/pyproject.toml" in files
     assert "sparksync/core/bundle/build.py" in files
     assert not [f for f in files if f.startswith(("sparksync/gui", "sparksync/cli"))]
