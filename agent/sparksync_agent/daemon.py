@@ -33,7 +33,7 @@ from sparksync_agent.supervisor.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_GRACE_S = 1.0  # SIGTERM must end the agent within 2 s
+SHUTDOWN_GRACE_S = 1  # whole seconds (uvicorn's type); SIGTERM must end the agent within 2 s
 
 
 def bind_loopback(port: int) -> socket.socket:

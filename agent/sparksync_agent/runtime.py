@@ -9,10 +9,16 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparksync_agent.collectors import CollectorSet
 from sparksync_agent.protocol import AGENT_VERSION, PROTOCOL_VERSION, AgentStatus, NodeInfo, Snapshot
 from sparksync_agent.sampler import Sampler
+
+if TYPE_CHECKING:
+    from sparksync_agent.advertise import Advertiser
+    from sparksync_agent.engines.detect import EngineDetector
+    from sparksync_agent.supervisor.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +47,9 @@ class AgentRuntime:
         self.collectors = collectors
         self.sampler = Sampler(collectors, options.sample_hz)
         self.stream_clients = 0
-        self.advertiser = None  # an advertise.Advertiser while mDNS is on
-        self.supervisor = None  # a supervisor.supervisor.Supervisor; the daemon sets it
-        self.engines = None  # an engines.detect.EngineDetector; the daemon sets it
+        self.advertiser: Advertiser | None = None  # while mDNS is on
+        self.supervisor: Supervisor | None = None  # the daemon sets it
+        self.engines: EngineDetector | None = None  # the daemon sets it
         # Set when the agent is asked to stop, so long-lived streams end at once
         # instead of holding the shutdown up.
         self.stopping = asyncio.Event()

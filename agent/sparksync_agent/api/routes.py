@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
@@ -23,7 +24,7 @@ from sparksync_agent.ring import UnknownSinceError
 from sparksync_agent.runtime import AgentRuntime
 
 router = APIRouter(prefix="/v1")
-_ERRORS = {401: {"model": ErrorBody}, 422: {"model": ErrorBody}}
+_ERRORS: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}, 422: {"model": ErrorBody}}
 
 
 def runtime_of(request: Request) -> AgentRuntime:

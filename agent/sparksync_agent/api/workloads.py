@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
@@ -25,7 +26,7 @@ from sparksync_agent.supervisor.rank import DEFAULT_STOP_GRACE_S, Rank
 from sparksync_agent.supervisor.supervisor import Supervisor
 
 router = APIRouter(prefix="/v1/workloads")
-_ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 404, 409, 422, 503)}
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (400, 401, 404, 409, 422, 503)}
 PING_SECONDS = 15.0
 WAKE_SECONDS = 1.0
 

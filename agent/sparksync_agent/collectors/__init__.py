@@ -107,7 +107,9 @@ class CollectorSet:
 
 @cache
 def _field_adapter(field: str) -> TypeAdapter:
-    return TypeAdapter(Sample.model_fields[field].annotation)
+    annotation = Sample.model_fields[field].annotation
+    assert annotation is not None, "a pydantic field always has an annotation"
+    return TypeAdapter(annotation)
 
 
 def encode_field(field: str, value: Any) -> bytes | None:

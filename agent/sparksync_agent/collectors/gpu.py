@@ -164,10 +164,11 @@ def make_gpu_collector(nvml: Any = None) -> GpuCollector | None:
     """A GpuCollector, or None (with one info line saying why) where NVML is missing or sees no GPU."""
     if nvml is None:
         try:
-            import pynvml as nvml
+            import pynvml
         except ImportError as exc:
             log.info("no NVML: nvidia-ml-py is not installed (%s); GPU telemetry off", exc)
             return None
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except Exception as exc:  # noqa: BLE001 - any failure here means "no NVML on this node"

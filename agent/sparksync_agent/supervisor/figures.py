@@ -54,13 +54,16 @@ _FIGURES = TypeAdapter(list[WorkloadFigures])
 
 async def scrape_rank(rank: Rank) -> None:
     """Read the rank's counters once; a failed scrape leaves the rates unknown."""
+    prom = rank.prom
+    if prom is None:  # its tokens/s come from elsewhere
+        return
     try:
-        text = await asyncio.to_thread(fetch_text, rank.prom.url, SCRAPE_TIMEOUT_S)
+        text = await asyncio.to_thread(fetch_text, prom.url, SCRAPE_TIMEOUT_S)
     except (OSError, ValueError) as exc:
-        log.debug("tokens scrape of %s failed: %s", rank.prom.url, exc)
+        log.debug("tokens scrape of %s failed: %s", prom.url, exc)
         text = None
     try:
-        rank.prom.update(time.monotonic(), text)
+        prom.update(time.monotonic(), text)
     except ValueError as exc:  # not Prometheus text
-        log.debug("tokens scrape of %s unreadable: %s", rank.prom.url, exc)
-        rank.prom.update(time.monotonic(), None)
+        log.debug("tokens scrape of %s unreadable: %s", prom.url, exc)
+        prom.update(time.monotonic(), None)

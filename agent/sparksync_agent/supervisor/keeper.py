@@ -95,6 +95,7 @@ class SeqRotatingHandler(logging.handlers.RotatingFileHandler):
         return first + count
 
     def _write_marker(self, first_seq: int) -> None:
+        assert self.stream is not None, "opened at once (no delay) and again by every rollover"
         write_json(
             self.rank_dir / SEQ_FILE,
             SeqMarker(first_seq=first_seq, inode=os.fstat(self.stream.fileno()).st_ino),
@@ -143,12 +144,13 @@ class Keeper:
 
     def lines(self, texts: list[str]) -> None:
         # handle() takes the handler's lock: the output thread and the main thread both write.
+        assert self.handler is not None, "lines are written only once the log is open"
         self.handler.handle(logging.makeLogRecord({"msg": "\n".join(texts), "line_count": len(texts)}))
 
     def run(self) -> int:
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, self._on_stop_signal)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._on_stop_signal)
         try:
             self.child = self._spawn()
         except OSError as exc:
@@ -159,7 +161,7 @@ class Keeper:
         self._open_log()  # the command's first lines wait in the pipe meanwhile
         reader = threading.Thread(target=self._copy_output, args=(self.child.stdout,), daemon=True)
         reader.start()
-        code, sig = self._wait_for_command(self.child.pid)
+        code, sig = self._wait_for_command(self.child)
         self._stop_descendants()
         reader.join(timeout=5.0)
         self.line(f"{NOTE}the command ended: " + (f"signal {sig}" if sig else f"exit status {code}"))
@@ -196,16 +198,16 @@ class Keeper:
             if partial:
                 self.lines([_text(partial)])
 
-    def _wait_for_command(self, pid: int) -> tuple[int | None, int | None]:
+    def _wait_for_command(self, child: subprocess.Popen) -> tuple[int | None, int | None]:
         """Reap children (orphans land here too) until the command itself ends."""
         while True:
             try:
                 reaped, status = os.waitpid(-1, 0)
             except ChildProcessError:
                 return None, None
-            if reaped == pid:
+            if reaped == child.pid:
                 code = os.waitstatus_to_exitcode(status)
-                self.child.returncode = code  # reaped here; Popen must not wait on it again
+                child.returncode = code  # reaped here; Popen must not wait on it again
                 return (None, -code) if code < 0 else (code, None)
 
     def _on_stop_signal(self, signum, frame) -> None:

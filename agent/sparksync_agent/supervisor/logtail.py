@@ -7,6 +7,7 @@ then moves on to the new ``output.log``.
 
 from __future__ import annotations
 
+import io
 import os
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ class LogTail:
         self.path = rank_dir / LOG_FILE
         self.rank_dir = rank_dir
         self.next_seq = 1
-        self._fh = None
+        self._fh: io.BufferedReader | None = None
         self._ino: int | None = None
         self._partial = b""
         self._closed = False
@@ -89,6 +90,7 @@ class LogTail:
         return [(start + i, text) for i, text in enumerate(texts)]
 
     def _drain(self) -> list[tuple[int, str]]:
+        assert self._fh is not None, "drained before a file was open"
         data = self._fh.read()
         if not data:
             return []

@@ -49,7 +49,7 @@ async def probe_network(probe: ReadinessProbe) -> bool:
     if probe.kind == "http":
         url = f"http://{_url_host(probe.host)}:{probe.port}{probe.path}"
         return await asyncio.to_thread(http_ok, url)
-    if probe.kind == "tcp":
+    if probe.kind == "tcp" and probe.port is not None:  # a tcp probe always has one (validated)
         return await tcp_open(probe.host, probe.port)
     return False
 

@@ -66,7 +66,7 @@ class Rank:
         source, probe = record.launch.tokens_source, record.launch.readiness
         self.prom = PrometheusTokens(source) if source.kind == "prometheus" else None
         self.log_tokens = LogTokens(source) if source.kind == "log" else None
-        self.log_ready = LogReadiness(probe.pattern) if probe.kind == "log" else None
+        self.log_ready = LogReadiness(probe.pattern) if probe.kind == "log" and probe.pattern else None
         if record.state.finished:
             self._finished.set()
 
@@ -188,7 +188,7 @@ class Rank:
         probe = self.record.launch.readiness
         if probe.kind == "process":
             return True
-        if probe.kind == "log":
+        if self.log_ready is not None:  # the probe is a log pattern
             return self.log_ready.matched
         return await probe_network(probe)
 

@@ -84,6 +84,7 @@ class KeeperLauncher:
         spare, self._spare = self._spare, None
         if spare is None:
             return
+        assert spare.stdin is not None and spare.stdout is not None, "started with both as pipes"
         with contextlib.suppress(OSError):  # a request may still sit in the buffer of a dead spare's pipe
             spare.stdin.close()
         try:
@@ -100,6 +101,7 @@ class KeeperLauncher:
         spare = self._spare
         if spare is None or spare.poll() is not None or not self._is_ready(spare):
             return None
+        assert spare.stdin is not None, "started with stdin as a pipe"
         try:
             spare.stdin.write(json.dumps(str(rank_dir)).encode() + b"\n")
             spare.stdin.flush()
@@ -109,7 +111,7 @@ class KeeperLauncher:
         if reply.isdigit():
             return int(reply)
         log.warning("the spare keeper failed (%s); starting a fresh one", reply or "no answer")
-        self._drop_spare(rank_dir)
+        self._drop_spare(spare, rank_dir)
         return None
 
     def _is_ready(self, spare: subprocess.Popen) -> bool:
@@ -118,9 +120,8 @@ class KeeperLauncher:
             self._spare_ready = _read_line(spare, 0.0) == "ready"
         return self._spare_ready
 
-    def _drop_spare(self, rank_dir: Path) -> None:
+    def _drop_spare(self, spare: subprocess.Popen, rank_dir: Path) -> None:
         """Kill a spare that failed, and a keeper it may have forked for ``rank_dir`` regardless."""
-        spare = self._spare
         for pid in _keepers_forked_for(spare.pid, rank_dir):
             kill_tree(pid)
         spare.kill()
@@ -141,6 +142,7 @@ def _read_line(spare: subprocess.Popen, timeout: float) -> str:
 
     Byte by byte from the raw pipe: no buffer may hold back a later line from select().
     """
+    assert spare.stdout is not None, "started with stdout as a pipe"
     fd, line = spare.stdout.fileno(), b""
     while select.select([fd], [], [], timeout)[0]:
         byte = os.read(fd, 1)

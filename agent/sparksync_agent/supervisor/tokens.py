@@ -74,11 +74,12 @@ class PrometheusTokens:
 
     def update(self, at: float, text: str | None) -> None:
         """Feed one scrape (None when it failed: rates are unknown until two good ones)."""
-        names = [n for n in (self.source.decode_counter, self.source.prefill_counter) if n]
+        decode, prefill = self.source.decode_counter, self.source.prefill_counter
+        names = [n for n in (decode, prefill) if n]
         values = counter_values(text, names) if text is not None else {}
-        self.decode.update(at, values.get(self.source.decode_counter))
-        if self.source.prefill_counter:
-            self.prefill.update(at, values.get(self.source.prefill_counter))
+        self.decode.update(at, values.get(decode) if decode else None)
+        if prefill:
+            self.prefill.update(at, values.get(prefill))
 
 
 def parse_number(text: str) -> float:
