@@ -7,7 +7,8 @@ hierarchy and reads everything else into pydantic models.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
@@ -65,7 +66,7 @@ def parse_answer(response: httpx.Response, model: type[M], base_url: str, what: 
 
 
 def unreadable(name: str, base_url: str, what: str, exc: ValidationError) -> ProtocolMismatchError:
-    first = exc.errors()[0] if exc.errors() else {}
+    first: Mapping[str, Any] = exc.errors()[0] if exc.errors() else {}
     where = ".".join(str(p) for p in first.get("loc", ())) or "the document"
     return ProtocolMismatchError(
         f"the agent at {base_url} sent a {name} this client cannot read while {what} "

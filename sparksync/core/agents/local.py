@@ -181,11 +181,12 @@ class LocalAgent:
         log.info("started the local agent pid %d (state %s, log %s)", self._proc.pid, self.state_dir, self.log_path)
 
     def _wait_ready(self, cancel: threading.Event) -> None:
-        assert self._proc is not None
+        proc = self._proc
+        assert proc is not None
         deadline = time.monotonic() + self.start_timeout
-        while not self._ready():
-            if self._proc.poll() is not None:
-                error = self._died()
+        while not self._ready(proc):
+            if proc.poll() is not None:
+                error = self._died(proc)
                 self._proc = None
                 if self._try_attach():  # another client won the race to start it
                     return
@@ -198,9 +199,9 @@ class LocalAgent:
             if cancel.wait(POLL_S):
                 raise LocalAgentCancelled("starting the local agent was cancelled.")
 
-    def _ready(self) -> bool:
+    def _ready(self, proc: subprocess.Popen) -> bool:
         endpoint = read_endpoint(self.state_dir)
-        if endpoint is None or endpoint.pid != self._proc.pid or read_token(self.state_dir) is None:
+        if endpoint is None or endpoint.pid != proc.pid or read_token(self.state_dir) is None:
             return False
         self._endpoint = endpoint
         if self._answers():
@@ -216,8 +217,8 @@ class LocalAgent:
             return False
         return True
 
-    def _died(self) -> LocalAgentError:
-        code = self._proc.returncode
+    def _died(self, proc: subprocess.Popen) -> LocalAgentError:
+        code = proc.returncode
         return LocalAgentError(
             f"the local agent exited with code {code} before it was ready. "
             f"See its log {self.log_path}; its last lines:\n{self._indented_tail()}"

@@ -15,6 +15,7 @@ when the SSH link drops, so nothing is left running.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import json
 import logging
@@ -145,7 +146,7 @@ class CustomApps:
         ensure_dir(self.path.parent)
         return exclusive_lock(self.path.with_name(self.path.name + ".lock"))
 
-    def _write(self, apps: list[CustomApp]) -> None:
+    def _write(self, apps: builtins.list[CustomApp]) -> None:  # `list` here is the method above
         data = CustomAppsFile(version=APPS_VERSION, apps=apps).model_dump(mode="json")
         write_atomic(self.path, json.dumps(data, indent=2) + "\n", mode=0o600)
 

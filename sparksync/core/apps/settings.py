@@ -11,9 +11,9 @@ import enum
 import json
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sparksync_agent.atomic import write_atomic
 
 from sparksync.core.base.errors import SparkSyncError
@@ -22,7 +22,7 @@ from sparksync.core.base.units import DEFAULT_MEMORY_UNIT, MemoryUnit
 
 log = logging.getLogger(__name__)
 
-SETTINGS_VERSION = 1
+SETTINGS_VERSION: Final = 1
 SETTINGS_FILE = "settings.json"
 WINDOW_CHOICES = (60.0, 600.0, 3600.0)  # the dashboard's 1 min, 10 min, 1 h
 
@@ -42,12 +42,19 @@ class AppSettings(BaseModel):
 
     version: Literal[1] = SETTINGS_VERSION
     sample_hz: float = Field(default=1.0, ge=0.1, le=10.0)  # the agents' sampling rate
-    window_s: Literal[60.0, 600.0, 3600.0] = 600.0
+    window_s: float = 600.0  # one of WINDOW_CHOICES
     theme: Theme = Theme.SYSTEM
     memory_unit: MemoryUnit = DEFAULT_MEMORY_UNIT
     start_at_login: bool = False
     # The first close to the tray says the app is still running; only once.
     tray_hint_shown: bool = False
+
+    @field_validator("window_s")
+    @classmethod
+    def _offered_window(cls, value: float) -> float:
+        if value not in WINDOW_CHOICES:
+            raise ValueError(f"should be one of {', '.join(f'{w:g}' for w in WINDOW_CHOICES)} (seconds)")
+        return value
 
 
 def settings_path() -> Path:

@@ -111,6 +111,8 @@ class EndpointProbe:
         by reconnecting.)
         """
         parts = urlsplit(self.endpoint.base_url)
+        if not parts.hostname:  # normalize_base_url refuses such a URL
+            return False
         https = parts.scheme == "https"
         connection_class = http.client.HTTPSConnection if https else http.client.HTTPConnection
         connection = connection_class(parts.hostname, parts.port, timeout=PROBE_TIMEOUT_S)

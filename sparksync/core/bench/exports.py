@@ -141,7 +141,7 @@ def bounds_basis(bounds: RunBounds) -> str:
 
 def _run_summary_table(record: RunRecord) -> Table:
     ctx = record.context
-    rows = [["kind", record.kind], ["nodes", ctx.cluster_size], ["node list", ", ".join(ctx.nodes) or None],
+    rows: list[list[Any]] = [["kind", record.kind], ["nodes", ctx.cluster_size], ["node list", ", ".join(ctx.nodes) or None],
             ["topology", ctx.topology], ["collective backend", ctx.collective_backend],
             ["recipe", ctx.recipe], ["engine", ctx.engine], ["engine version", ctx.engine_version],
             ["profile", record.profile.describe() if record.profile else None],

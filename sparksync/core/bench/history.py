@@ -174,7 +174,8 @@ class HistoryStore:
         marks = ", ".join("?" for _ in row)
         with self._connect() as conn, conn:
             cursor = conn.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(row.values()))
-        return int(cursor.lastrowid)
+        assert cursor.lastrowid is not None, "an INSERT sets it"
+        return cursor.lastrowid
 
     def get(self, run_id: int) -> RunRecord:
         with self._connect() as conn:

@@ -112,7 +112,8 @@ def _find_model(entries: list[dict[str, Any]], model: str, endpoint: Endpoint) -
 
 
 def _server_facts(entry: dict[str, Any], served: list[str], props: dict[str, Any] | None) -> ServerFacts:
-    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+    meta = entry.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
     settings = (props or {}).get("default_generation_settings") or {}
     # Per-request context: llama.cpp's per-slot n_ctx (/props, then /v1/models meta), vLLM's max_model_len.
     n_ctx = _first_int(settings.get("n_ctx"), meta.get("n_ctx"), entry.get("max_model_len"))

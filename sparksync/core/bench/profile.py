@@ -9,14 +9,14 @@ custom run off as comparable with the published one.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sparksync.core.bench.errors import BenchInputError
 
-PUBLISHED = "published"
-CUSTOM = "custom"
+PUBLISHED: Final = "published"
+CUSTOM: Final = "custom"
 # llama-benchy 0.4.0's own default for --runs; the pin keeps it true.
 LLAMA_BENCHY_DEFAULT_RUNS = 3
 

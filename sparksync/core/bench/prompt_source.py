@@ -52,8 +52,7 @@ class PromptServer:
     def url(self) -> str:
         if self._server is None:
             raise RuntimeError("the prompt server is not running")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}{self._path}"
+        return f"http://127.0.0.1:{self._server.server_port}{self._path}"
 
     def __enter__(self) -> PromptServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())

@@ -53,10 +53,8 @@ def summarize(histories: Mapping[str, NodeHistory], start: float, end: float,
     if not window:
         return None
     memory = [np.nanmax(h.values[MEMORY_USED]) for h in window.values() if _has(h, MEMORY_USED)]
-    links = [_fabric_bytes_per_s(h) for h in window.values()]
-    links = [v for v in links if v is not None]
-    energy = [_energy_joules(h) for h in window.values()]
-    energy = [v for v in energy if v is not None]
+    links = [rate for h in window.values() if (rate := _fabric_bytes_per_s(h)) is not None]
+    energy = [joules for h in window.values() if (joules := _energy_joules(h)) is not None]
     seconds = {int(t) for h in window.values() for t in h.t}
     return TelemetrySummary(
         peak_memory_bytes=int(max(memory)) if memory else None,

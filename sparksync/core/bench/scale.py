@@ -109,7 +109,8 @@ class ScaleSweep:
                                prompt_file=self._prompt_file,
                                context=target.context.model_copy(update={"sweep_id": self.sweep_id}),
                                model_file=target.model_file, hardware=self._hardware)
-        progress = (lambda p: self._on_progress(size, p)) if self._on_progress else None
+        on_progress = self._on_progress
+        progress = (lambda p: on_progress(size, p)) if on_progress else None
         self._runner = BenchRunner(request, on_progress=progress)
         if self._cancelled:
             self._runner.cancel()

@@ -76,11 +76,13 @@ def scan(archive: Path) -> Contents:
             name = _place(member, found)
             if name is None or not member.isfile():
                 continue
+            stream = tar.extractfile(member)
+            assert stream is not None, "a regular file member always has one"
             if name == MANIFEST_NAME:
-                with tar.extractfile(member) as fh:
-                    found.manifest = fh.read()
+                with stream:
+                    found.manifest = stream.read()
             else:
-                found.files[name] = hash_stream(tar.extractfile(member))
+                found.files[name] = hash_stream(stream)
     return found
 
 
@@ -112,7 +114,10 @@ def _place(member: tarfile.TarInfo, found: Contents) -> str | None:
 def unpack(archive: Path, dest: Path) -> Path:
     """Extract a bundle (verify it first) into ``dest``; return the bundle folder."""
     with tarfile.open(archive, mode="r:gz") as tar:
-        root = tar.next().name.split("/", 1)[0]
+        first = tar.next()
+        if first is None:
+            raise tarfile.ReadError(f"{archive} holds nothing")
+        root = first.name.split("/", 1)[0]
         if hasattr(tarfile, "data_filter"):
             # The "data" filter refuses links, devices and paths that leave dest.
             tar.extractall(dest, filter="data")

@@ -77,8 +77,9 @@ def shipped_targets() -> list[Target]:
     for folder in shipped_dirs():
         for path in sorted(folder.glob("*.tar.gz")) if folder.is_dir() else []:
             match = _NAME_RE.match(path.name)
-            ours = match and match["version"] == AGENT_VERSION
-            if ours and match["platform"] in PLATFORMS and match["python"] in PYTHONS:
+            if match is None or match["version"] != AGENT_VERSION:
+                continue
+            if match["platform"] in PLATFORMS and match["python"] in PYTHONS:
                 target = Target(match["platform"], match["python"])
                 found += [] if target in found else [target]
     return found

@@ -43,7 +43,7 @@ def verify_bundle(
         problems += _file_problems(manifest, contents.files)
         problems += [p for f in manifest.files if (p := wheel_problem(f.name, manifest.target))]
         problems += _agent_problems(manifest)
-    if problems:
+    if problems or manifest is None:  # no manifest is one of the problems
         target = expect or (manifest.target if manifest else None)
         raise BundleVerifyError(_message(archive, problems, target), problems)
     return manifest
@@ -65,9 +65,10 @@ def glibc_needed(name: str, target: Target) -> tuple[int, int] | None:
     """The oldest glibc that can run wheel ``name`` on ``target``; None for a pure or abi-free wheel."""
     compatible = parse_wheel_filename(name)[3] & target.supported_tags
     needs = [glibc_of(tag.platform) for tag in compatible]
-    if not needs or None in needs:
+    known = [need for need in needs if need is not None]
+    if not needs or len(known) < len(needs):
         return None
-    return min(needs)
+    return min(known)
 
 
 def _read_manifest(contents: Contents, problems: list[str]) -> BundleManifest | None:

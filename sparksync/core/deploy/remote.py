@@ -173,6 +173,8 @@ class RemoteNode:
         if self._sftp is None:
             try:
                 self._sftp = paramiko.SFTPClient.from_transport(self.transport)
+                if self._sftp is None:
+                    raise paramiko.SSHException("no SFTP channel")
             except (paramiko.SSHException, OSError, EOFError) as exc:
                 raise SshError(
                     f"{self.name} refused an SFTP session ({exc}); check its sshd's Subsystem sftp line"

@@ -121,14 +121,15 @@ class Discovery:
             if self._zc is not None:
                 return self
             try:
-                self._zc = open_zeroconf(self.interfaces)
+                zc = self._zc = open_zeroconf(self.interfaces)
             except (OSError, ZeroconfError) as exc:
                 raise DiscoveryError(
                     f"cannot browse mDNS on {', '.join(self.interfaces)}: {exc}. Check that these interfaces "
                     "are up and allow multicast, or add nodes by name or address instead."
                 ) from exc
         try:
-            asyncio.run_coroutine_threadsafe(self._async_start(), self._zc.loop).result(_LOOP_CALL_TIMEOUT_S)
+            assert zc.loop is not None, "open_zeroconf starts it with its loop running"
+            asyncio.run_coroutine_threadsafe(self._async_start(zc), zc.loop).result(_LOOP_CALL_TIMEOUT_S)
         except BaseException:
             self.stop()
             raise
@@ -154,12 +155,12 @@ class Discovery:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    async def _async_start(self) -> None:
+    async def _async_start(self, zc: Zeroconf) -> None:
         handlers = [self._on_service_state_change]
         self._browser = AsyncServiceBrowser(
-            self._zc, list(SERVICE_TYPES), handlers=handlers, question_type=_QUESTION_TYPE
+            zc, list(SERVICE_TYPES), handlers=handlers, question_type=_QUESTION_TYPE
         )
-        self._refresher = asyncio.get_running_loop().create_task(self._refresh_forever(self._zc))
+        self._refresher = asyncio.get_running_loop().create_task(self._refresh_forever(zc))
 
     async def _async_stop(self) -> None:
         if self._browser is not None:

@@ -214,8 +214,10 @@ def _unpack(sdist: Path, work: Path) -> Path:
         raise EngineBuildError(f"llama.cpp source archive {sdist} does not exist; pass an existing sdist")
     with tarfile.open(sdist) as tar:
         # The "data" filter refuses absolute paths and links out of the tree (Python >= 3.10.12).
-        extra = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-        tar.extractall(work / "src", **extra)
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(work / "src", filter="data")
+        else:
+            tar.extractall(work / "src")
     found = sorted((work / "src").glob("*/vendor/llama.cpp/CMakeLists.txt"))
     if not found:
         raise EngineBuildError(f"{sdist.name} holds no vendor/llama.cpp; use the llama-cpp-python sdist")

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from sparksync_agent.protocol import AgentStatus, HelloReply
 from sparksync_agent.state import Endpoint
 
-from sparksync.core.agents.client import AgentClient
+from sparksync.core.agents.client import DEFAULT_STREAM_READ_TIMEOUT, AgentClient
 from sparksync.core.deploy.layout import LAYOUT, RemoteLayout
 from sparksync.core.base.errors import (
     AgentAuthError,
@@ -98,6 +98,7 @@ class AgentLink:
             target = self._read_target(transport)
             if self._client is None or target != self._target:
                 self._rebuild(target, cancel)
+            assert self._client is not None, "_rebuild made one"
             return self._client
 
     def hello(
@@ -262,9 +263,11 @@ class AgentLink:
         self._tunnel = Tunnel(
             lambda stop: transports.get(name, timeout, stop), "127.0.0.1", target.port, label=name
         )
-        extra = {} if self.stream_read_timeout is None else {"stream_read_timeout": self.stream_read_timeout}
+        read_timeout = self.stream_read_timeout
+        read_timeout = DEFAULT_STREAM_READ_TIMEOUT if read_timeout is None else read_timeout
         self._client = AgentClient(
-            f"http://127.0.0.1:{self._tunnel.local_port}", target.token, self.agent_timeout, **extra
+            f"http://127.0.0.1:{self._tunnel.local_port}", target.token, self.agent_timeout,
+            stream_read_timeout=read_timeout,
         )
         self._target = target
 

@@ -12,6 +12,7 @@ offline/online moves into notifications.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -262,9 +263,9 @@ class Fleet:
         log.info("node %s: %s -> %s (%s)", new.name, old.state.value, new.state.value, new.reason or "ok")
         listeners = self._listeners.snapshot()
         state = as_fleet_state(new)
-        calls: list[Callable[[], None]] = [lambda f=listener: f(new.name, state) for listener in listeners]
+        calls: list[Callable[[], None]] = [functools.partial(f, new.name, state) for f in listeners]
         if self.on_change is not None:
-            calls.append(lambda: self.on_change(old, new))
+            calls.append(functools.partial(self.on_change, old, new))
         for call in calls:
             try:
                 call()

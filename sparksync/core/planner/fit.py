@@ -105,7 +105,7 @@ class FitReport(BaseModel):
     checked: FitPlan = Field(description="The plan at the requested N, else at nodes_needed, else all.")
     warnings: list[str]
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented form; mypy refuses it
     @property
     def fits(self) -> bool:
         return self.checked.fits

@@ -50,9 +50,12 @@ def require_kv_shape(model: ModelSpec) -> None:
 def kv_values_per_token(model: ModelSpec) -> int:
     """Cached values per token of context, all layers together."""
     require_kv_shape(model)
+    layers, heads, head_dim = model.cache_layers, model.kv_heads, model.head_dim
+    assert layers is not None, "require_kv_shape checked it"
     if model.mla_kv_dim is not None:
-        return model.cache_layers * model.mla_kv_dim
-    return model.cache_layers * model.kv_heads * model.head_dim * 2
+        return layers * model.mla_kv_dim
+    assert heads is not None and head_dim is not None, "require_kv_shape checked them"
+    return layers * heads * head_dim * 2
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_dtype: str = "bf16") -> float:
@@ -77,7 +80,9 @@ def node_kv_share(model: ModelSpec, nodes: int) -> float:
     require_kv_shape(model)
     if model.mla_kv_dim is not None:
         return 1.0
-    return math.ceil(model.kv_heads / nodes) / model.kv_heads
+    heads = model.kv_heads
+    assert heads is not None, "require_kv_shape checked it"
+    return math.ceil(heads / nodes) / heads
 
 
 def kv_cache_bytes_per_node(

@@ -87,7 +87,7 @@ def read_gguf(path: Path) -> ModelSpec:
     params = sum(int(t.n_elements) for t in tensors)
     expert_elements = sum(int(t.n_elements) for t in tensors if "_exps" in t.name)
     return ModelSpec.build(
-        name=meta.str("general.name") or path.stem,
+        name=meta.text("general.name") or path.stem,
         params=params,
         quant=_gguf_quant(meta, tensors),
         weight_bytes=sum(int(t.n_bytes) for t in tensors),
@@ -129,13 +129,13 @@ def _gguf_shards(path: Path) -> list[Path]:
 class _GgufMeta:
     def __init__(self, reader) -> None:
         self.reader = reader
-        self.architecture = self.str("general.architecture") or "llama"
+        self.architecture = self.text("general.architecture") or "llama"
 
     def value(self, key: str) -> Any:
         field = self.reader.get_field(key)
         return None if field is None else field.contents()
 
-    def str(self, key: str) -> str | None:
+    def text(self, key: str) -> str | None:
         value = self.value(key)
         return value if isinstance(value, str) else None
 

@@ -95,7 +95,7 @@ def _current(sftp: paramiko.SFTPClient) -> tuple[str, bytes, int]:
     """The real path (a symlinked file is edited where it lives), content and mode."""
     try:
         path = sftp.normalize(AUTHORIZED_KEYS)
-        mode = stat.S_IMODE(sftp.stat(path).st_mode)
+        mode = stat.S_IMODE(sftp.stat(path).st_mode or 0o600)  # a server may leave the mode out
     except FileNotFoundError:
         return posixpath.join(sftp.normalize(SSH_DIR), "authorized_keys"), b"", 0o600
     with sftp.open(path, "rb") as handle:
@@ -149,8 +149,9 @@ def _lock_answer(channel: paramiko.Channel) -> str | None:
         if chunk != b"\n":
             line += chunk
             continue
-        if line.strip() in (b"locked", b"unlocked"):
-            return line.strip().decode()
+        word = line.strip().decode(errors="replace")
+        if word in ("locked", "unlocked"):
+            return word
         line.clear()
 
 

@@ -125,8 +125,8 @@ def sample_values(sample: Sample) -> dict[str, float]:
 
 def _gpu_values(gpu: GpuSample) -> dict[str, float]:
     readings = {"gpu.util": gpu.utilization_pct, "gpu.temp": gpu.temperature_c, "gpu.power": gpu.power_w}
-    return {f"{kind}.{gpu.index}": r.value for kind, r in readings.items() if _usable(r)}
+    return {f"{kind}.{gpu.index}": value for kind, r in readings.items() if (value := _usable(r)) is not None}
 
 
-def _usable(reading: Reading) -> bool:
-    return reading.status is ReadingStatus.ok and reading.value is not None
+def _usable(reading: Reading) -> float | None:
+    return reading.value if reading.status is ReadingStatus.ok else None

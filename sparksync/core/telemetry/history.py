@@ -171,7 +171,7 @@ class HistoryStore:
     def prune(self, now: float | None = None) -> int:
         """Thin and drop aged rows (see the module doc); returns the rows removed."""
         now = time.time() if now is None else now
-        steps = [
+        steps: list[tuple[str, tuple[int, ...]]] = [
             ("DELETE FROM rows WHERE t < ? AND t % ? != 0", (math.floor(now - age), every))
             for age, every in THINNING
         ]

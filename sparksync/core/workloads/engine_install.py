@@ -165,6 +165,8 @@ def install_llamacpp(
 
 def _upload(transport: paramiko.Transport, script: str) -> None:
     sftp = paramiko.SFTPClient.from_transport(transport)
+    if sftp is None:
+        raise paramiko.SSHException("the node refused the SFTP subsystem")
     try:
         parent = ""
         for part in SCRIPT_PATH.split("/")[:-1]:
@@ -183,7 +185,8 @@ def _upload(transport: paramiko.Transport, script: str) -> None:
 def _read_until_done(
     channel: paramiko.Channel, on_progress: Callable[[InstallProgress], None], cancel: threading.Event | None
 ) -> str:
-    step, tail, pending, final = "check", [], b"", ""
+    tail: list[str] = []
+    step, pending, final = "check", b"", ""
     while True:
         if cancel is not None and cancel.is_set():
             raise EngineInstallError("the engine install was cancelled; nothing was installed.")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from sparksync_agent.protocol import LogPage, RankState, RankStatus, WorkloadFigures, WorkloadStatus
 
@@ -90,7 +91,10 @@ class WorkloadView:
         return [r for r in self.ranks if r.live]
 
 
-def parallel(nodes: Sequence[str], action: Callable[[str], object]) -> dict[str, object]:
+T = TypeVar("T")
+
+
+def parallel(nodes: Sequence[str], action: Callable[[str], T]) -> dict[str, T | SparkSyncError]:
     """``action(node)`` for every node at once; each result, or the SparkSyncError it raised."""
     if not nodes:
         return {}
@@ -99,7 +103,7 @@ def parallel(nodes: Sequence[str], action: Callable[[str], object]) -> dict[str,
         return {node: future.result() for node, future in futures.items()}
 
 
-def _catching(action: Callable[[str], object], node: str) -> object:
+def _catching(action: Callable[[str], T], node: str) -> T | SparkSyncError:
     try:
         return action(node)
     except SparkSyncError as exc:
@@ -121,7 +125,7 @@ def _node_status(agents: NodeAgents, node: str, workload_id: str) -> WorkloadSta
         raise
 
 
-def assemble(record: WorkloadRecord, answers: dict[str, object]) -> WorkloadView:
+def assemble(record: WorkloadRecord, answers: Mapping[str, object]) -> WorkloadView:
     ranks = []
     for ref in record.ranks:
         answer = answers.get(ref.node)
