@@ -9,6 +9,7 @@ final rename is atomic and a failed or interrupted build leaves nothing behind.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -18,7 +19,6 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-import sparksync_agent
 from sparksync.core.bundle.archive import pack
 from sparksync.core.bundle.completeness import missing_requirements
 from sparksync.core.bundle.errors import BundleBuildError
@@ -93,8 +93,10 @@ def agent_wheel(source: Path | None, scratch: Path, say: Progress) -> Path:
 
 def agent_project_dir() -> Path:
     """The agent's project folder next to the installed ``sparksync_agent`` (a source checkout)."""
-    project = Path(sparksync_agent.__file__).resolve().parent.parent
-    if (project / "pyproject.toml").is_file():
+    # Located, not imported: the client needs the agent's folder here, not its code.
+    spec = importlib.util.find_spec("sparksync_agent")
+    project = Path(spec.origin).resolve().parent.parent if spec and spec.origin else None
+    if project is not None and (project / "pyproject.toml").is_file():
         return project
     raise BundleBuildError(
         f"the agent's source is not on this computer (looked in {project}); "
