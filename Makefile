@@ -1,13 +1,13 @@
 # Two commands set everything up on a fresh machine:
 #   make run    starts the desktop app
-#   make test   runs the whole test suite
+#   make test   checks the layers and types (make lint), then runs the whole test suite
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export SPARKSYNC_DEV := 1
 
-.PHONY: run test perf dist setup system-deps engines clean
+.PHONY: run lint test perf dist setup system-deps engines clean
 
 setup: $(STAMP)
 
@@ -27,7 +27,12 @@ engines: setup system-deps
 run: setup
 	$(PY) -m sparksync.gui.app
 
-test: setup system-deps engines
+# The import contracts and mypy's settings are in pyproject.toml; mypy keeps its cache in .mypy_cache.
+lint: setup
+	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/mypy
+
+test: lint setup system-deps engines
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not perf" $(PYTEST_ARGS)
 
 perf: setup system-deps engines
@@ -38,4 +43,4 @@ dist: setup system-deps
 	$(PY) packaging/deb/build_deb.py --out dist
 
 clean:
-	rm -rf $(VENV) build dist
+	rm -rf $(VENV) build dist .mypy_cache .import_linter_cache
