@@ -168,7 +168,7 @@ def _record(registry: Registry, name: str, done: NodeOutcome) -> None:
     try:
         with registry.transaction():
             node = registry.get(name)
-            update = {"agent_version": done.version, "service_mode": done.mode}
+            update: dict[str, object] = {"agent_version": done.version, "service_mode": done.mode}
             if done.outcome is Outcome.DEPLOYED or node.deployed_at is None:
                 update["deployed_at"] = datetime.now(timezone.utc)
             registry.update(node.model_copy(update=update))

@@ -206,6 +206,8 @@ class NodeDeploy:
         )  # fmt: skip
         self.report(Stage.INSTALLING, 0.2, "making the venv")
         venv = f"{home}/{LAYOUT.venv(version)}"
+        if facts.python is None:  # check_node refused such a node already
+            raise InstallError(f"{self.name} has no python3 to make the agent's venv with")
         self.killable([facts.python, "-m", "venv", venv], "making the venv")
         self.report(Stage.INSTALLING, 0.5, f"installing {bundle.manifest.requirement()} (pip --no-index)")
         wheels = f"{home}/{unpacked}/{bundle.folder}"
@@ -256,7 +258,7 @@ class NodeDeploy:
             raise
         self.report(Stage.HEALTH, 1.0, f"agent {version} answers")
         with self.remote.uncancellable():
-            self.prune({version, old} - {None})
+            self.prune({v for v in (version, old) if v is not None})
         self.report(Stage.DONE, 1.0, f"agent {version} runs ({mode})")
         return NodeOutcome(Outcome.DEPLOYED, version, mode, old, notes)
 
