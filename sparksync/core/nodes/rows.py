@@ -220,9 +220,9 @@ class NodeRows:
             sightings = [d for d in self._discovered.values() if _same_machine(node, d)]
             matched.update(d.key for d in sightings)
             rows.append(self._paired_row(node, sightings))
-        for node in self._discovered.values():
-            if node.key not in matched:
-                rows.append(self._discovered_row(node))
+        for seen in self._discovered.values():
+            if seen.key not in matched:
+                rows.append(self._discovered_row(seen))
         rows.extend(self._typed_pairings(rows))
         return rows
 
