@@ -79,12 +79,16 @@ class NodeNames:
 
     @classmethod
     def of(cls, nodes: Iterable[PairedNode], local_id: str | None = None) -> NodeNames:
+        return cls._of(((n.node_id, n.name, tuple(n.former_names)) for n in nodes), local_id)
+
+    @classmethod
+    def _of(cls, identities: Iterable[tuple[str, str, tuple[str, ...]]], local_id: str | None) -> NodeNames:
         names: dict[str, str] = {}
         former: dict[str, str] = {}
-        for node in nodes:
-            names[node.node_id] = node.name
-            for old in node.former_names:
-                former.setdefault(old, node.node_id)
+        for node_id, name, former_names in identities:
+            names[node_id] = name
+            for old in former_names:
+                former.setdefault(old, node_id)
         if local_id is not None and local_id not in names:
             names[local_id] = LOCAL_NODE_NAME
         return cls(names, former)
@@ -100,17 +104,17 @@ class NodeNames:
         from sparksync.core.nodes.registry import Registry
 
         try:
-            nodes = (registry if registry is not None else Registry()).list()
+            identities = (registry if registry is not None else Registry()).identities()
         except SparkSyncError as exc:
             log.warning("node names: the registry cannot be read (%s); names are left as they are", exc)
-            nodes = []
+            identities = []
         local_id = None
         if local:
             try:
                 local_id = local_node_id()
             except OSError as exc:
                 log.warning("node names: this computer's id cannot be read (%s)", exc)
-        return cls.of(nodes, local_id)
+        return cls._of(identities, local_id)
 
     @property
     def ids(self) -> dict[str, str]:

@@ -241,12 +241,7 @@ class Registry:
 
     def load(self) -> list[PairedNode]:
         """(Re)read the file. A missing file is an empty registry."""
-        # Forget the previous contents first: after a failed read nothing may
-        # act on a stale copy, and the next access reads (and refuses) again.
-        self._nodes, self._loaded_digest = [], None
-        raw = _read_or_none(self.path)
-        nodes = _parse(raw, self.path) if raw is not None else []
-        self._nodes, self._loaded_digest = nodes, _digest(raw)
+        self._read()
         return self.list()
 
     def list(self) -> list[PairedNode]:
@@ -254,7 +249,13 @@ class Registry:
         return [node.model_copy(deep=True) for node in self._nodes]
 
     def names(self) -> builtins.list[str]:
-        return [node.name for node in self.list()]
+        self._ensure_loaded()
+        return [node.name for node in self._nodes]
+
+    def identities(self) -> builtins.list[tuple[str, str, tuple[str, ...]]]:
+        """Each node's (id, name, former names): what ``NodeNames`` needs, without copying every entry."""
+        self._ensure_loaded()
+        return [(node.node_id, node.name, tuple(node.former_names)) for node in self._nodes]
 
     def get(self, name: str) -> PairedNode:
         """The node named ``name`` (or whose id it is)."""
@@ -290,7 +291,7 @@ class Registry:
                     self._depth -= 1
                 return
             with self._locked():
-                self.load()
+                self._read()
                 before = list(self._nodes)
                 self._depth = 1
                 try:
@@ -348,7 +349,7 @@ class Registry:
         """Write what is in memory, unless another process changed the file since it was read."""
         with self._thread_lock, self._locked():
             if self._loaded_digest is None:
-                self.load()  # never read: establishes what the disk holds first
+                self._read()  # never read: establishes what the disk holds first
             on_disk = _read_or_none(self.path)
             if _digest(on_disk) != self._loaded_digest:
                 raise RegistryConflictError(
@@ -370,7 +371,15 @@ class Registry:
 
     def _ensure_loaded(self) -> None:
         if self._loaded_digest is None:
-            self.load()
+            self._read()
+
+    def _read(self) -> None:
+        # Forget the previous contents first: after a failed read nothing may
+        # act on a stale copy, and the next access reads (and refuses) again.
+        self._nodes, self._loaded_digest = [], None
+        raw = _read_or_none(self.path)
+        nodes = _parse(raw, self.path) if raw is not None else []
+        self._nodes, self._loaded_digest = nodes, _digest(raw)
 
     def _write(self) -> None:
         data = RegistryFile(version=REGISTRY_VERSION, nodes=self._nodes).model_dump(mode="json")
