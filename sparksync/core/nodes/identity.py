@@ -142,9 +142,14 @@ class NodeNames:
     def relabel(self, node_ids: Mapping[str, str]) -> dict[str, str]:
         """For a record's ``{name it used: id}``: ``{that name: the node's current name}``.
 
-        Names whose node is gone (unpaired) keep their old label.
+        A node that is gone (unpaired) keeps its old label, unless a paired
+        node has that name now: then it reads "<name> (unpaired)", so the
+        record never mixes the two up.
         """
-        return {old: self.names.get(node_id, old) for old, node_id in node_ids.items()}
+        current = {old: self.names[node_id] for old, node_id in node_ids.items() if node_id in self.names}
+        taken = set(self.names.values())
+        gone = {old: f"{old} (unpaired)" if old in taken else old for old in node_ids if old not in current}
+        return {**current, **gone}
 
     def ids_for(self, names: Iterable[str], known: Mapping[str, str] | None = None) -> dict[str, str]:
         """``{name: id}`` for the names that stand for a node (``known`` first: a record's own ids)."""

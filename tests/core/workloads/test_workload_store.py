@@ -183,3 +183,14 @@ def test_version_1_fabric_settings_by_name_are_read_and_saved_by_id(tmp_path):
     assert settings.primary_interface == {"rack-1": "enp1s0f0np0"} and settings.topology is Topology.ring
     save_fabric_settings(settings, path)
     assert json.loads(path.read_text())["primary_interface"] == {a.node_id: "enp1s0f0np0"}
+
+
+def test_a_gone_nodes_old_name_taken_by_another_node_is_not_mixed_up_with_it(tmp_path):
+    a, b = _pair("a", "b")
+    store = WorkloadStore(tmp_path / "workloads.json")
+    store.add(record("w"))
+    Registry().remove("a")
+    Registry().rename("b", "a")  # the name "a" now belongs to b
+    got = store.get("w")
+    assert got.plan.groups[0].nodes == ["a (unpaired)", "a"]
+    assert got.node_ids == {"a (unpaired)": a.node_id, "a": b.node_id}
