@@ -11,8 +11,13 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: Path, data: bytes | str, mode: int = 0o600) -> None:
-    """Replace ``path`` with ``data`` atomically, created with ``mode``."""
+def write_atomic(path: Path, data: bytes | str, mode: int = 0o600, *, replace: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically, created with ``mode``.
+
+    ``replace=False`` only creates it: FileExistsError when it exists, so of
+    two processes creating one file at once, one wins and the other can read
+    what the winner wrote.
+    """
     if isinstance(data, str):
         data = data.encode()
     path = Path(path)
@@ -25,7 +30,11 @@ def write_atomic(path: Path, data: bytes | str, mode: int = 0o600) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # fails if path exists, unlike a rename
+            os.unlink(tmp)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -76,7 +76,12 @@ def load_or_create_token(state_dir: Path) -> str:
 
 
 def load_or_create_node_id(state_dir: Path) -> str:
-    """A node id that stays the same across restarts of the agent."""
+    """A node id that stays the same across restarts of the agent.
+
+    The client may write it first (deploy gives the agent the node's id; the
+    desktop app reads this computer's before its local agent runs), so a new
+    id is only created, never put over one that appeared meanwhile.
+    """
     path = Path(state_dir) / NODE_ID_FILE
     try:
         node_id = path.read_text().strip()
@@ -85,7 +90,10 @@ def load_or_create_node_id(state_dir: Path) -> str:
     except FileNotFoundError:
         pass
     node_id = uuid.uuid4().hex
-    write_atomic(path, node_id + "\n", mode=0o600)
+    try:
+        write_atomic(path, node_id + "\n", mode=0o600, replace=path.exists())  # an empty one is replaced
+    except FileExistsError:
+        return load_or_create_node_id(state_dir)  # another process made it first: theirs it is
     return node_id
 
 

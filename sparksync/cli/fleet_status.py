@@ -2,8 +2,10 @@
 
 A paired node's JSON entry in ``node status --json``::
 
-    {"name": "spark-1a2b", "source": "ssh", "state": "online", "cause": null, "reason": null,
-     "since": "...", "last_seen": "...", "error": null, "snapshot": {...}}
+    {"name": "spark-1a2b", "id": "3fa2...", "source": "ssh", "state": "online", "cause": null,
+     "reason": null, "since": "...", "last_seen": "...", "error": null, "snapshot": {...}}
+
+``id`` is the node's stable id (``PairedNode.node_id``); the name is a label that can change.
 
 ``error`` is null whenever ``snapshot`` holds the node's telemetry; when the
 node could not be read it repeats ``reason``.
@@ -34,6 +36,7 @@ def report_json(report: NodeReport) -> dict[str, Any]:
     snapshot = report.snapshot
     return {
         "name": report.node.name,
+        "id": report.node.node_id,
         "source": "ssh",
         **status_json(report.status),
         "error": report.status.reason if snapshot is None else None,

@@ -3,9 +3,11 @@
 ``sparksync node status --json`` prints one JSON document::
 
     {"nodes": [
-        {"name": "this computer", "source": "local", "error": null,
+        {"name": "this computer", "id": "<its local agent's node id>", "source": "local", "error": null,
          "snapshot": {"info": {...}, "run_id": "...", "sample_hz": 1.0, "latest": {...}}}
     ]}
+
+``id`` is the node's stable id: the one every store on this computer keys it by.
 
 ``snapshot`` is the agent's ``Snapshot`` model (docs/protocol.md), with
 ``latest`` holding a sample; for a node that could not be read ``snapshot``
@@ -35,6 +37,7 @@ from sparksync.core.fleet.problems import DEGRADED_EXIT, OFFLINE_EXIT
 from sparksync.core.fleet.remote_node import default_fleet
 from sparksync.core.fleet.state import NodeState
 from sparksync.core.agents.handles import LocalNode, NodeHandle
+from sparksync.core.nodes.identity import local_node_id
 from sparksync.core.nodes.registry import Registry
 
 FIRST_SAMPLE_TIMEOUT_S = 20.0
@@ -66,9 +69,9 @@ def status(ctx: click.Context, names: tuple[str, ...], as_json: bool, timeout: f
     With no paired node it shows this computer; otherwise every paired node
     (or the NAMEs given), all asked at once through SSH tunnels.
     With --json it prints one document:
-      {"nodes": [{"name": "this computer", "source": "local", "error": null,
-                  "snapshot": {"info": {...}, "run_id": "...", "sample_hz": 1.0,
-                               "latest": {...}}}]}
+      {"nodes": [{"name": "this computer", "id": "...", "source": "local",
+                  "error": null, "snapshot": {"info": {...}, "run_id": "...",
+                  "sample_hz": 1.0, "latest": {...}}}]}
     "snapshot" is the agent's Snapshot (docs/protocol.md); it is null when
     the node could not be read, and "error" then says why. Paired nodes
     (source "ssh") add "state" (online, offline, degraded), "cause",
@@ -77,7 +80,7 @@ def status(ctx: click.Context, names: tuple[str, ...], as_json: bool, timeout: f
     if names or len(Registry()):
         _paired_status(ctx, list(names), as_json, timeout)
         return
-    reports = [_report(LocalNode(), timeout)]
+    reports = [_report(LocalNode(), timeout) | {"id": _local_id()}]
     if as_json:
         click.echo(json.dumps({"nodes": [_as_dict(r) for r in reports]}, indent=2))
     else:
@@ -89,6 +92,13 @@ def status(ctx: click.Context, names: tuple[str, ...], as_json: bool, timeout: f
         click.echo(f"sparksync: error: {report['name']}: {report['error']}", err=True)
     if failed:
         ctx.exit(failed[0]["exit_code"])
+
+
+def _local_id() -> str | None:
+    try:
+        return local_node_id()
+    except OSError:  # the data dir cannot be written: the local agent's own error says so
+        return None
 
 
 def _report(handle: NodeHandle, timeout: float) -> dict[str, Any]:
@@ -125,6 +135,7 @@ def _as_dict(report: dict[str, Any]) -> dict[str, Any]:
     snapshot = report["snapshot"]
     return {
         "name": report["name"],
+        "id": report.get("id"),
         "source": report["source"],
         "error": report["error"],
         "snapshot": snapshot.model_dump(mode="json") if snapshot is not None else None,

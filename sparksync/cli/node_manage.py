@@ -22,15 +22,21 @@ def add_node_commands(group: click.Group) -> None:
 @click.argument("new")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def rename(old: str, new: str, as_json: bool) -> None:
-    """Rename paired node OLD to NEW (registry, ssh alias, keyring entries)."""
+    """Rename paired node OLD (its name or id) to NEW.
+
+    \b
+    The node keeps its id, and with it its history, states, workloads and
+    keyring entries; its ssh alias follows the new name.
+    --json prints {"id", "old", "new", "secrets_moved", "warnings"}.
+    """
     result = rename_node(old, new)
     for warning in result.warnings:
         click.echo(f"sparksync: warning: {warning}", err=True)
     if as_json:
-        click.echo(json.dumps({"old": old, "new": result.node.name, "secrets_moved": result.secrets_moved,
-                               "warnings": result.warnings}, indent=2))  # fmt: skip
+        click.echo(json.dumps({"id": result.node.node_id, "old": result.old_name, "new": result.node.name,
+                               "secrets_moved": result.secrets_moved, "warnings": result.warnings}, indent=2))  # fmt: skip
     else:
-        click.echo(f"Renamed {old!r} to {result.node.name!r}.")
+        click.echo(f"Renamed {result.old_name!r} to {result.node.name!r}.")
 
 
 @click.command("ssh")

@@ -9,9 +9,13 @@ password and ``--accept-host-key SHA256:...`` the fingerprint to trust
 
     {"nodes": [{"name": "spark-1a2b", "host": "10.0.0.5", "addresses": [...], "port": 22,
                 "user": "nvidia", "host_key": {"key_type": ..., "key_base64": ..., "fingerprint": ...},
-                "added_at": "...", "node_id": null, "fabric": [], "agent_version": null,
-                "state": "online", "cause": null, "reason": null, "since": "...",
-                "last_seen": "...", "checked_at": "..."}]}
+                "added_at": "...", "node_id": "3fa2c19b...", "former_names": [], "fabric": [],
+                "agent_version": null, "state": "online", "cause": null, "reason": null,
+                "since": "...", "last_seen": "...", "checked_at": "..."}]}
+
+``node_id`` is the node's stable id (every store on this computer keys the
+node by it); ``name`` is a label that ``node rename`` changes, and
+``former_names`` the names it had before.
 
 ``state`` is the last one known (``paired`` until a check reached the node);
 ``--check`` reaches every node first.
@@ -185,7 +189,7 @@ def _pair_json(result: PairResult) -> dict[str, Any]:
 @_node_timeout
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def unpair(name: str, forget: bool, uninstall: bool, timeout: float, as_json: bool) -> None:
-    """Remove this computer's key from node NAME and drop it from the cluster."""
+    """Remove this computer's key from node NAME (or id) and drop it from the cluster."""
     result = unpair_node(
         name,
         client_key=lambda: ClientKey.load_or_create(SecretStore()),
@@ -215,6 +219,7 @@ def _unpair_line(result: UnpairResult) -> str:
 def _unpair_json(result: UnpairResult) -> dict[str, Any]:
     return {
         "name": result.node.name,
+        "id": result.node.node_id,
         "key_removed": result.key_removed,
         "forgotten_only": result.forgotten_only,
         "secrets_removed": result.secrets_removed,

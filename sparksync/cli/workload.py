@@ -30,6 +30,7 @@ from sparksync_agent.protocol import LogLine, RankStatus
 from sparksync.core.agents.client import LogGap
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.remote_node import default_fleet
+from sparksync.core.nodes.identity import NodeNames
 from sparksync.core.workloads import running
 from sparksync.core.workloads.agents import FleetAgents
 from sparksync.core.workloads.baseline import BaselineStore
@@ -278,6 +279,7 @@ def _view_json(view: running.WorkloadView) -> dict[str, Any]:
         "workload_id": view.workload_id,
         "state": view.state,
         "nodes": view.record.nodes(),
+        "node_ids": view.record.with_current_names(NodeNames.current()).node_ids,  # a new record has none yet
         "recipes": view.record.recipes,
         "endpoints": [e.model_dump() for e in view.record.endpoints],
         "ranks": [

@@ -38,6 +38,17 @@ def test_node_id_and_token_survive_a_restart(agent_factory, tmp_path):
         assert client.get("/v1/snapshot").json()["info"]["node_id"] == node_id.strip()
 
 
+def test_an_agent_reports_the_node_id_it_was_given(agent_factory, tmp_path):
+    """Deploy writes the node's id (the one the client keys it by) before the agent starts."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "node_id").write_text("0a1b2c3d4e5f60718293a4b5c6d7e8f9\n")
+    agent = agent_factory(state_dir=state)
+    with agent.client() as client:
+        assert client.post("/v1/hello", json={}).json()["node_id"] == "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+    assert (state / "node_id").read_text() == "0a1b2c3d4e5f60718293a4b5c6d7e8f9\n"
+
+
 def test_status_command_reads_the_running_agent(agent_factory, tmp_path):
     agent = agent_factory(state_dir=tmp_path / "state")
     result = _agent_cli("status", "--json", "--state-dir", str(agent.state_dir))

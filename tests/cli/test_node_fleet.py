@@ -32,7 +32,8 @@ def invoke(*args: str):
 
 
 def test_a_paired_node_whose_ssh_refuses_is_offline_with_the_reason_in_status_and_list():
-    Registry().add(paired_node("spark-0001", host="127.0.0.1", addresses=["127.0.0.1"], port=closed_port()))
+    node = paired_node("spark-0001", host="127.0.0.1", addresses=["127.0.0.1"], port=closed_port())
+    Registry().add(node)
 
     listed = json.loads(invoke("node", "list", "--json").stdout)["nodes"]
     assert (listed[0]["state"], listed[0]["reason"], listed[0]["checked_at"]) == ("paired", None, None)
@@ -40,6 +41,7 @@ def test_a_paired_node_whose_ssh_refuses_is_offline_with_the_reason_in_status_an
     result = invoke("node", "status", "--json", "--timeout", "30")
     assert result.exit_code == 11, result.output
     [entry] = json.loads(result.stdout)["nodes"]
+    assert entry["id"] == node.node_id
     assert (entry["name"], entry["source"], entry["state"], entry["cause"]) == (
         "spark-0001",
         "ssh",
@@ -52,6 +54,7 @@ def test_a_paired_node_whose_ssh_refuses_is_offline_with_the_reason_in_status_an
 
     listed = json.loads(invoke("node", "list", "--json").stdout)["nodes"]
     assert (listed[0]["state"], listed[0]["cause"]) == ("offline", "refused") and listed[0]["checked_at"]
+    assert listed[0]["node_id"] == node.node_id
     table = invoke("node", "list").stdout.splitlines()
     assert table[0].split()[-3:] == ["STATE", "LAST", "SEEN"] and table[1].split()[-2:] == [
         "offline",

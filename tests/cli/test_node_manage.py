@@ -30,17 +30,23 @@ def invoke(*args: str):
 
 
 def test_rename(memory_keyring):
-    Registry().add(paired_node("spark-aaaa", 1))
-    SecretStore().set(node_secret_name("spark-aaaa", "agent-token"), "tok")
+    node = paired_node("spark-aaaa", 1)
+    Registry().add(node)
+    SecretStore().set("node/spark-aaaa/agent-token", "tok")  # where an older SparkSync kept it
     done = invoke("node", "rename", "spark-aaaa", "rack-1", "--json")
     assert done.exit_code == 0, done.output
     assert json.loads(done.output) == {
+        "id": node.node_id,
         "old": "spark-aaaa",
         "new": "rack-1",
         "secrets_moved": ["agent-token"],
         "warnings": [],
     }
     assert Registry().names() == ["rack-1"]
+    assert SecretStore().get(node_secret_name(node.node_id, "agent-token")) == "tok"
+    by_id = invoke("node", "rename", node.node_id, "rack-2")
+    assert by_id.exit_code == 0 and by_id.output == "Renamed 'rack-1' to 'rack-2'.\n"
+    assert invoke("node", "rename", "rack-2", "rack-1").exit_code == 0
     refused = invoke("node", "rename", "rack-1", "no good")
     assert refused.exit_code == 1 and "cannot be a node name" in refused.output
     assert invoke("node", "rename", "rack-1", "spark-aaaa").output == "Renamed 'rack-1' to 'spark-aaaa'.\n"

@@ -15,6 +15,7 @@ from sparksync import __version__
 from sparksync.cli.main import cli
 from sparksync.core.agents.local import LocalAgent
 from sparksync.core.base.paths import local_agent_state_dir
+from sparksync.core.nodes.identity import local_node_id
 from sparksync_agent.state import read_endpoint
 from tests.machine import mem_total_bytes
 
@@ -23,6 +24,7 @@ def check_local_node(document: dict) -> dict:
     [node] = document["nodes"]
     assert node["name"] == "this computer" and node["source"] == "local" and node["error"] is None
     snapshot = node["snapshot"]
+    assert node["id"] == snapshot["info"]["node_id"]  # this computer's id is its local agent's
     assert snapshot["info"]["hostname"] == socket.gethostname()
     assert snapshot["latest"]["memory"]["total_bytes"] == mem_total_bytes()
     assert snapshot["latest"]["seq"] >= 1
@@ -39,6 +41,7 @@ def test_status_json_starts_and_stops_the_local_agent(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["node", "status", "--json"])
     assert result.exit_code == 0, result.output
     check_local_node(json.loads(result.stdout))
+    assert json.loads(result.stdout)["nodes"][0]["id"] == local_node_id()
     assert read_endpoint(local_agent_state_dir()) is None  # it stopped the agent it started
     assert not psutil.Process().children(recursive=True)
 

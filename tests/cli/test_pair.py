@@ -88,11 +88,14 @@ def test_without_a_terminal_the_key_and_password_must_come_from_options():
 
 def test_unpair_forget_drops_the_node_here_and_warns_about_the_key_left_there():
     seed_registry("spark-0001", "spark-0002")
+    node_id = Registry().get("spark-0001").node_id
     result = invoke("node", "unpair", "spark-0001", "--forget", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["forgotten_only"] is True
+    assert json.loads(result.stdout)["forgotten_only"] is True and json.loads(result.stdout)["id"] == node_id
     assert "still be in" in result.stderr
     assert Registry().names() == ["spark-0002"]
+    by_id = invoke("node", "unpair", Registry().get("spark-0002").node_id, "--forget")  # an id works too
+    assert by_id.exit_code == 0 and Registry().names() == []
 
 
 def test_unpair_of_an_unknown_node_names_the_paired_ones():

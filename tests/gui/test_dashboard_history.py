@@ -10,6 +10,7 @@ import pytest
 from sparksync.core.telemetry.downsample import SecondRow
 from sparksync.core.telemetry.history import HistoryStore, default_path
 from sparksync.core.agents.handles import LOCAL_NODE_NAME, LocalNode
+from sparksync.core.nodes.identity import NodeNames, local_node_id
 
 pytestmark = pytest.mark.gui
 
@@ -72,7 +73,8 @@ def test_a_reopened_app_shows_the_last_hour(qtbot, windows):
     qtbot.waitUntil(lambda: len(memory_points(first, session_start)) >= 25, timeout=20_000)  # ~3 s at 10 Hz
     windows.close(first)
     with HistoryStore() as store:  # a new store instance on the same file
-        saved = store.load(3600)[LOCAL_NODE_NAME].t
+        saved = store.load_named(3600, NodeNames.current())[LOCAL_NODE_NAME].t
+        assert set(store.load(3600)) == {local_node_id(), "(cluster)"}  # filed under this computer's id
     assert saved.max() >= int(session_start) and saved.min() <= now - 3499
 
     second = windows.new()  # the app, reopened

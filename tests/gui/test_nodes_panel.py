@@ -12,6 +12,8 @@ from sparksync.core.nodes.rows import DeployProgress, FleetState, NodeState
 from sparksync.core.nodes.registry import MAX_NODES, Registry
 from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.unpair import node_secret_name
+from sparksync.core.workloads.plan import Group, Plan
+from sparksync.core.workloads.workload_store import RankRef, WorkloadRecord, WorkloadStore
 from tests.core.keyring_fixtures import MemoryKeyring, global_keyring
 from tests.core.mdns_publisher import Publisher, doc_address, ssh_service, unique_host
 from tests.core.node_factory import paired_node
@@ -95,18 +97,23 @@ def test_slots_text_and_a_full_cluster(qtbot, panel_for):
 
 def test_rename_goes_through_the_core(qtbot, panel_for):
     registry = Registry()
-    registry.add(paired_node("spark-aaaa", 1))
+    node = paired_node("spark-aaaa", 1)
+    registry.add(node)
+    plan = Plan(groups=[Group(recipe="r", nodes=["spark-aaaa"])])
+    rank = RankRef(node="spark-aaaa", name="r-1.0.llama-server", group="r-1", rank=0, role="llama-server")
+    WorkloadStore().add(WorkloadRecord(workload_id="w", recipes=["r"], plan=plan, ranks=[rank]))
     keyring = MemoryKeyring()
     with global_keyring(keyring):
-        SecretStore().set(node_secret_name("spark-aaaa", "agent-token"), "tok")
+        SecretStore().set(node_secret_name(node.node_id, "agent-token"), "tok")
         panel = loaded(qtbot, panel_for(ClusterActions()))
         panel.ask_text = lambda title, label, value: "rack-1"
         assert panel.select("paired:spark-aaaa") and panel.rename_button.isEnabled()
         with qtbot.waitSignal(panel.paired_changed, timeout=10_000):
             panel.rename_button.click()
-        assert Registry().names() == ["rack-1"]
-        assert SecretStore().get(node_secret_name("rack-1", "agent-token")) == "tok"
+        assert Registry().names() == ["rack-1"] and Registry().get("rack-1").node_id == node.node_id
+        assert SecretStore().get(node_secret_name(node.node_id, "agent-token")) == "tok"
     assert panel.row_texts()[0][0] == "rack-1"
+    assert WorkloadStore().get("w").nodes() == ["rack-1"]  # its workload stays attached
 
 
 def test_a_refused_rename_reaches_the_error_signal_in_plain_words(qtbot, panel_for):

@@ -3,7 +3,9 @@
 Until a test deploys the agent itself, ``LabAgents.start`` runs it the way a
 deployed one runs: as the SSH user, from a Python that user can execute,
 with ``--state-dir ~/.local/state/sparksync-agent`` (``LAYOUT.state_dir``),
-so the client reads its token and endpoint exactly where deploy puts them.
+so the client reads its token and endpoint exactly where deploy puts them,
+and with the node's id from the registry in that state dir, as deploy
+writes it.
 
 The test venv's Python lives under root's home (mode 700), which a test user
 cannot run; ``agent_python`` makes a tiny venv from the system Python (3.11,
@@ -80,15 +82,20 @@ class LabAgents:
     def token(self, node: LabNode) -> str:
         return (self.home(node) / LAYOUT.token).read_text().strip()
 
-    def start(self, node: LabNode, name: str, sample_hz: float = 2.0) -> AgentEndpoint:
-        """Start the agent on ``node`` (paired as ``name``) over SSH; returns its endpoint once published."""
+    def start(self, node: LabNode, name: str, sample_hz: float = 2.0, advertise: bool = False) -> AgentEndpoint:
+        """Start the agent on ``node`` (paired as ``name``) over SSH; returns its endpoint once published.
+
+        ``advertise``: it announces itself over mDNS on the node's own address, as a deployed one does.
+        """
         old = self.endpoint(node)
         agent = [
-            str(self.python), "-m", "sparksync_agent", "serve", "--port", "0", "--no-advertise",
-            "--sample-hz", str(sample_hz),
+            str(self.python), "-m", "sparksync_agent", "serve", "--port", "0",
+            "--advertise" if advertise else "--no-advertise", "--sample-hz", str(sample_hz),
         ]  # fmt: skip
+        node_id = shlex.quote(Registry().get(name).node_id)
         script = (
             f'mkdir -p "$HOME/{LAYOUT.state_dir}" && '
+            f'(umask 077 && printf "%s\\n" {node_id} >"$HOME/{LAYOUT.node_id}") && '
             f'setsid nohup {shlex.join(agent)} --state-dir "$HOME/{LAYOUT.state_dir}" '
             '>"$HOME/lab-agent.log" 2>&1 </dev/null & echo $!'
         )

@@ -93,6 +93,12 @@ def hello_version(links: NodeTransports, name: str) -> tuple[str, str] | None:
     return None if answer is None else (answer.hello.agent_version, answer.hello.run_id)
 
 
+def hello_node_id(links: NodeTransports, name: str) -> str | None:
+    with RemoteNode(links.get(name), name) as remote:
+        answer = current_answer(remote, links)
+    return None if answer is None else answer.hello.node_id
+
+
 def remote_sh(links: NodeTransports, name: str, script: str, *args: str) -> str:
     with RemoteNode(links.get(name), name) as remote:
         return remote.sh(script, *args).stdout.decode()
@@ -152,6 +158,7 @@ def test_eight_nodes_in_parallel_supervised_every_agent_answers_and_a_redeploy_c
             assert (node.agent_version, node.service_mode) == (AGENT_VERSION, "supervised")
             assert node.deployed_at is not None
             assert states[node.name][0].state is NodeState.ONLINE  # what `node list` shows now
+            assert hello_node_id(links, node.name) == node.node_id  # the agent took the id it was paired with
         layout = remote_sh(
             links,
             names[0],

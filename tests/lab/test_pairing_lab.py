@@ -23,6 +23,8 @@ import pytest
 
 from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.discovery.errors import HostNotFoundError
+from sparksync.core.deploy.layout import LAYOUT
+from sparksync.core.nodes.identity import node_id_from_fingerprint
 from sparksync.core.nodes.registry import MAX_NODES, ClusterFullError, PinnedHostKey, Registry
 from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.authorized_keys import count_key
@@ -243,9 +245,39 @@ def test_a_changed_host_key_stops_everything_until_an_explicit_repair(ssh_lab_fa
         repaired = pair(ssh_lab, node, client_key, asked=asked, repair=True)
         assert asked.fingerprints == [new_fp] and repaired.replaced.name == "n1"
         assert Registry().names() == ["n1"] and Registry().get("n1").host_key.fingerprint == new_fp
+        # The same node: the id pairing gave it (its first host key's) stays, so its data stays attached.
+        assert first.node.node_id == node_id_from_fingerprint(old_fp) == Registry().get("n1").node_id
         # The link notices the new pin and connects again.
         assert run(links.get("n1", timeout=10), ["true"], 10).exit_status == 0
     assert count_key(ssh_lab.authorized_keys_path(node).read_bytes(), client_key.public_line()) == 1
+
+
+def give_agent_id(ssh_lab: SshLab, node, node_id: str) -> None:
+    """An agent's state dir on the node, as one deployed earlier (by any computer) leaves it."""
+    entry = pwd.getpwnam(ssh_lab.user(node))
+    home = ssh_lab.service.home(node)
+    state = home / LAYOUT.state_dir
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (state / "node_id").write_text(node_id + "\n")
+    for path in [*(p for p in [state, *state.parents] if home in p.parents), state / "node_id"]:
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+def test_pairing_adopts_the_id_of_an_agent_already_there_and_a_repair_under_a_new_name_keeps_it(
+    ssh_lab_factory, client_key
+):
+    ssh_lab = ssh_lab_factory(2)
+    with_agent, bare = ssh_lab.nodes
+    give_agent_id(ssh_lab, with_agent, "5f0c3a9e1d2b4c6a8e7f9a0b1c2d3e4f")
+    assert pair(ssh_lab, with_agent, client_key, name="a").node.node_id == "5f0c3a9e1d2b4c6a8e7f9a0b1c2d3e4f"
+    assert pair(ssh_lab, bare, client_key, name="b").node.node_id == node_id_from_fingerprint(
+        ssh_lab.fingerprint(bare)
+    )
+    ssh_lab.regenerate_host_key(with_agent)
+    repaired = pair(ssh_lab, with_agent, client_key, name="rack-a", repair=True, host=with_agent.ip)
+    assert repaired.replaced.name == "a" and repaired.node.name == "rack-a"
+    entry = Registry().get("rack-a")
+    assert entry.node_id == "5f0c3a9e1d2b4c6a8e7f9a0b1c2d3e4f" and entry.former_names == ["a"]
 
 
 # --- unpairing ------------------------------------------------------------------------------
@@ -259,13 +291,13 @@ def test_unpair_removes_only_our_key_the_entry_and_its_secrets(ssh_lab_factory, 
     result = pair(ssh_lab, node, client_key, name="n1")
     later = b"# added after pairing\n"
     path.write_bytes(path.read_bytes() + later)
-    SecretStore().set(node_secret_name("n1", "agent-token"), "token-value")
+    SecretStore().set(node_secret_name(result.node.node_id, "agent-token"), "token-value")
 
     done = unpair_node("n1", client_key=client_key, dialer=ssh_lab.dialer, settings=FAST)
 
     assert done.key_removed and done.secrets_removed == ["agent-token"] and not done.warnings
     assert path.read_bytes() == mine + later
-    assert len(Registry()) == 0 and SecretStore().get(node_secret_name("n1", "agent-token")) is None
+    assert len(Registry()) == 0 and SecretStore().get(node_secret_name(result.node.node_id, "agent-token")) is None
     with pytest.raises(AuthenticationFailedError, match="refused this computer's SparkSync key"):
         key_login(ssh_lab, node, client_key, result.node.host_key)
 

@@ -17,8 +17,9 @@ from typing import Protocol
 
 from sparksync.core.agents.client import AgentClient
 from sparksync.core.agents.local import LocalAgent
+from sparksync.core.nodes.identity import LOCAL_NODE_NAME
 
-LOCAL_NODE_NAME = "this computer"
+__all__ = ["LOCAL_NODE_NAME", "LocalNode", "NodeHandle", "known_nodes"]
 
 
 class NodeHandle(Protocol):

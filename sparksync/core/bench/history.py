@@ -9,6 +9,11 @@ The same file holds the Switchyard eval reports (``switchyard_evals``, see
 ``sparksync.switchyard.eval.history``), so one history backs the Benchmarks
 panel.
 
+A run names the nodes it ran on, and keeps each one's stable id beside
+(``node_ids_json``, schema version 3), so a renamed node's runs show its
+name now. Runs stored before version 3 are given the ids of the nodes their
+names stand for (now, or before a rename) when the file is next opened.
+
 The schema is versioned with ``PRAGMA user_version``; ``MIGRATIONS[i]``
 takes a file from version i to i + 1, each in one transaction. A file from
 a newer SparkSync is refused rather than guessed at.
@@ -19,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +38,7 @@ from sparksync.core.bench.record import RunDetails, RunListItem, RunRecord
 from sparksync.core.bench.results import RunSummary
 from sparksync.core.bench.telemetry import TelemetrySummary
 from sparksync.core.base.paths import data_dir, ensure_dir
+from sparksync.core.nodes.identity import NodeNames
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +152,10 @@ _V2 = (
     )""",
     "CREATE INDEX switchyard_evals_by_time ON switchyard_evals (created_at DESC, id DESC)",
 )
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+# Version 3: each run's {node name: node id}, so its nodes stay its own through a rename. Listings
+# never read it, so it may come after the blobs. NULL: not looked up yet (runs stored before).
+_V3 = ("ALTER TABLE runs ADD COLUMN node_ids_json TEXT",)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 
 _LIST_COLUMNS = ("id", "created_at", "kind", "status", "model", "profile_name", "cluster_size", "topology",
                  "collective_backend", "label", "sweep_id", "decode_tps", "prefill_tps", "ttft_ms",
@@ -162,19 +171,22 @@ def default_history_path() -> Path:
 class HistoryStore:
     """Benchmark runs on disk. Each call opens its own connection, so any thread may use it."""
 
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, names: Callable[[], NodeNames] = NodeNames.current):
         self.path = path or default_history_path()
+        self.names = names
         ensure_dir(self.path.parent)
         with self._connect() as conn:
             migrate(conn, self.path)
+            self._adopt(conn)
 
     def add(self, record: RunRecord) -> int:
-        row = _to_row(record)
+        row = _to_row(record, self.names())
         names = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         with self._connect() as conn, conn:
             cursor = conn.execute(f"INSERT INTO runs ({names}) VALUES ({marks})", tuple(row.values()))
-        assert cursor.lastrowid is not None, "an INSERT sets it"
+        if cursor.lastrowid is None:  # never after an INSERT; says so to the type checker
+            raise HistoryError(f"the benchmark history {self.path} gave the new run no id")
         return cursor.lastrowid
 
     def get(self, run_id: int) -> RunRecord:
@@ -183,7 +195,7 @@ class HistoryStore:
         if row is None:
             raise RunNotFoundError(f"no stored benchmark run has id {run_id}; "
                                    "`sparksync bench list` shows them")
-        return _from_row(row)
+        return _from_row(row, self.names())
 
     def get_many(self, run_ids: Sequence[int]) -> list[RunRecord]:
         return [self.get(run_id) for run_id in run_ids]
@@ -206,6 +218,19 @@ class HistoryStore:
         with self._connect() as conn, conn:
             if conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount == 0:
                 raise RunNotFoundError(f"no stored benchmark run has id {run_id}")
+
+    def _adopt(self, conn: sqlite3.Connection) -> None:
+        """Give runs stored before node ids the ids of the nodes they name (once; {} when none is known)."""
+        old = conn.execute("SELECT id, nodes_json FROM runs WHERE node_ids_json IS NULL").fetchall()
+        if not old:
+            return
+        names = self.names()
+        with conn:
+            conn.executemany(
+                "UPDATE runs SET node_ids_json = ? WHERE id = ? AND node_ids_json IS NULL",
+                ((json.dumps(names.ids_for(json.loads(row["nodes_json"] or "[]"))), row["id"]) for row in old),
+            )
+        log.info("benchmark history %s: %d run(s) given their nodes' ids", self.path, len(old))
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
@@ -281,8 +306,9 @@ def _filters(**values: str | None) -> tuple[str, tuple[Any, ...]]:
     return " WHERE " + " AND ".join(f"{k} = ?" for k in used), tuple(used.values())
 
 
-def _to_row(record: RunRecord) -> dict[str, Any]:
+def _to_row(record: RunRecord, names: NodeNames) -> dict[str, Any]:
     ctx, summary = record.context, record.summary
+    named = [*ctx.nodes, *(ctx.telemetry.nodes if ctx.telemetry else ())]
     return {
         "created_at": record.created_at.astimezone(timezone.utc).isoformat(),
         "kind": record.kind,
@@ -301,14 +327,25 @@ def _to_row(record: RunRecord) -> dict[str, Any]:
         "telemetry_json": ctx.telemetry.model_dump_json() if ctx.telemetry else None,
         "bounds_json": record.bounds.model_dump_json() if record.bounds else None,
         "result_json": json.dumps(record.result) if record.result is not None else None,
+        "node_ids_json": json.dumps(names.ids_for(named)),
     }
 
 
-def _from_row(row: sqlite3.Row) -> RunRecord:
+def _from_row(row: sqlite3.Row, names: NodeNames) -> RunRecord:
+    nodes = tuple(json.loads(row["nodes_json"] or "[]"))
+    telemetry = _model(TelemetrySummary, row["telemetry_json"])
+    ids = names.ids_for([*nodes, *(telemetry.nodes if telemetry else ())], json.loads(row["node_ids_json"] or "{}"))
+    now = names.relabel(ids)  # each node under its name now
+
+    def named(old: Sequence[str]) -> tuple[str, ...]:
+        return tuple(now.get(n, n) for n in old)
+
+    if telemetry is not None and telemetry.nodes:
+        telemetry = telemetry.model_copy(update={"nodes": named(telemetry.nodes)})
     context = RunContext(
         cluster_size=row["cluster_size"],
-        nodes=tuple(json.loads(row["nodes_json"] or "[]")),
-        telemetry=_model(TelemetrySummary, row["telemetry_json"]),
+        nodes=named(nodes),
+        telemetry=telemetry,
         **{name: row[name] for name in _CONTEXT_COLUMNS},
     )
     return RunRecord(

@@ -33,6 +33,7 @@ from sparksync.core.bench.telemetry import TelemetrySummary
 from sparksync.core.telemetry.dashboard_model import NodeHistory
 from sparksync.core.telemetry.dashboard_series import CLUSTER, MEMORY_USED
 from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.nodes.identity import NodeNames
 from sparksync.core.telemetry.history_recorder import FLUSH_EVERY_S
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,8 @@ def summarize(histories: Mapping[str, NodeHistory], start: float, end: float,
     if not window:
         return None
     memory = [np.nanmax(h.values[MEMORY_USED]) for h in window.values() if _has(h, MEMORY_USED)]
-    links = [rate for h in window.values() if (rate := _fabric_bytes_per_s(h)) is not None]
-    energy = [joules for h in window.values() if (joules := _energy_joules(h)) is not None]
+    links = [v for h in window.values() if (v := _fabric_bytes_per_s(h)) is not None]
+    energy = [v for h in window.values() if (v := _energy_joules(h)) is not None]
     seconds = {int(t) for h in window.values() for t in h.t}
     return TelemetrySummary(
         peak_memory_bytes=int(max(memory)) if memory else None,
@@ -88,18 +89,19 @@ def summary_from_store(start: float, end: float, nodes: Collection[str] = (), pa
         return None  # never create the app's history from here
     try:
         with telemetry_history.HistoryStore(path) as store:
-            histories = _load_settled(store, start, end, nodes, settle_s)
+            histories = _load_settled(store, NodeNames.current(), start, end, nodes, settle_s)
     except SparkSyncError as exc:
         log.warning("benchmark telemetry summary skipped: %s", exc)
         return None
     return summarize(histories, start, end, nodes)
 
 
-def _load_settled(store: telemetry_history.HistoryStore, start: float, end: float, nodes: Collection[str],
-                  settle_s: float) -> Mapping[str, NodeHistory]:
+def _load_settled(store: telemetry_history.HistoryStore, names: NodeNames, start: float, end: float,
+                  nodes: Collection[str], settle_s: float) -> Mapping[str, NodeHistory]:
     deadline = time.monotonic() + settle_s
     while True:
-        histories = store.load(time.time() - math.floor(start) + LIVE_LOOKBACK_S)
+        # By name: the run names its nodes as they were called when it ran, which is their name now.
+        histories = store.load_named(time.time() - math.floor(start) + LIVE_LOOKBACK_S, names)
         # Rows shortly before the run mean a recorder is live: its last seconds are still to come.
         recent = _window(histories, start - LIVE_LOOKBACK_S, time.time(), nodes)
         newest = max((h.t[-1] for h in recent.values()), default=None)

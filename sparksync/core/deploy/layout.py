@@ -88,6 +88,11 @@ class RemoteLayout:
         return f"{self.state_dir}/endpoint.json"
 
     @property
+    def node_id(self) -> str:
+        """The agent's node id: read at pairing, written by deploy (the node's id in the registry)."""
+        return f"{self.state_dir}/node_id"
+
+    @property
     def unit_file(self) -> str:
         return f"{self.unit_dir}/{SERVICE_NAME}"
 

@@ -82,10 +82,11 @@ def _deploy(name, transports, registry, options, report, cancel, bundles, result
     try:
         if cancel.is_set():
             raise DeployCancelled("cancelled before it started")
+        node_id = registry.get(name).node_id
         transport = transports.get(name, options.connect_timeout_s, cancel)
         with RemoteNode(transport, name, cancel) as remote:
             done = NodeDeploy(
-                remote, transports, options, bundles or BundleSource(options.bundle), report
+                remote, transports, options, bundles or BundleSource(options.bundle), report, node_id
             ).run()
     except RolledBack as exc:
         outcome = Outcome.CANCELLED if exc.cancelled else Outcome.ROLLED_BACK

@@ -1,6 +1,8 @@
 """Deploying the agent to one node, step by step, leaving nothing half-done.
 
-1. Probe and check the node (python3, venv, CPU, disk).
+1. Probe and check the node (python3, venv, CPU, disk), and give its agent
+   the node's id (the state dir's ``node_id``), so the agent reports the id
+   every store on this computer keys the node by.
 2. Pick the bundle for its target; upload it unless the same bytes are there.
 3. Install: unpack, a fresh venv for the version, pip --no-index from the bundle,
    then the ``installed.json`` marker. Any failure or cancel removes the
@@ -73,9 +75,11 @@ class NodeDeploy:
         options: DeployOptions,
         bundles: BundleSource,
         report,
+        node_id: str | None = None,
     ):
         self.remote = remote
         self.name = remote.name
+        self.node_id = node_id
         self.transports = transports
         self.options = options
         self.bundles = bundles
@@ -93,9 +97,11 @@ class NodeDeploy:
             Stage.CHECKING, 0.5, f"{target.describe()}, python3 {facts.python_version}, agent {version}"
         )
         installed = version in facts.complete and self.venv_works(version)
+        self.give_node_id()
         if installed and facts.current == version:
             answer = current_answer(self.remote, self.transports)
-            if answer is not None and answer.hello.agent_version == version:
+            same_id = self.node_id is None or (answer is not None and answer.hello.node_id == self.node_id)
+            if answer is not None and answer.hello.agent_version == version and same_id:
                 running = service.running_mode(facts) or mode
                 self.report(Stage.DONE, 1.0, f"agent {version} already runs ({running})")
                 return NodeOutcome(Outcome.UNCHANGED, version, running, facts.current)
@@ -111,6 +117,19 @@ class NodeDeploy:
         if result.exit_status != 0 and not result.stdout:
             raise DeployError(f"probing {self.name} failed: {failure_text(result)}")
         return parse_facts(result.stdout.decode(errors="replace"))
+
+    def give_node_id(self) -> None:
+        """Write the node's id where the agent reads it at start (kept as it is when it already matches)."""
+        if self.node_id is None:
+            return
+        held = (self.remote.read_file(LAYOUT.node_id) or b"").decode(errors="replace").strip()
+        if held == self.node_id:
+            return
+        if held:
+            log.warning("%s: its agent's node id %s becomes %s, the id it was paired with", self.name, held,
+                        self.node_id)  # fmt: skip
+        self.remote.check_sh('mkdir -p -m 700 "$1"', LAYOUT.state_dir, doing="making the agent's state folder")
+        self.remote.write_file(LAYOUT.node_id, f"{self.node_id}\n".encode(), mode=0o600)
 
     def venv_works(self, version: str) -> bool:
         result = self.remote.run([f"{LAYOUT.venv(version)}/bin/sparksync-agent", "version"])
@@ -187,7 +206,8 @@ class NodeDeploy:
         )  # fmt: skip
         self.report(Stage.INSTALLING, 0.2, "making the venv")
         venv = f"{home}/{LAYOUT.venv(version)}"
-        assert facts.python is not None, "check_node refuses a node without python3"
+        if facts.python is None:  # check_node refused such a node already
+            raise InstallError(f"{self.name} has no python3 to make the agent's venv with")
         self.killable([facts.python, "-m", "venv", venv], "making the venv")
         self.report(Stage.INSTALLING, 0.5, f"installing {bundle.manifest.requirement()} (pip --no-index)")
         wheels = f"{home}/{unpacked}/{bundle.folder}"

@@ -8,6 +8,12 @@ the time the node was paired: once the node is paired again (unpaired and
 paired, or re-paired with a new key) the old record no longer applies and
 the node reads as ``paired`` until it is checked again.
 
+Records are keyed by the node's id (``PairedNode.node_id``), so a rename
+keeps them; each also carries the name it had, for people reading the file.
+Version 1 keyed them by name: reading it files each record under the id of
+the host key it was recorded with, which is the id the registry gave every
+node it migrated.
+
 A missing, corrupt or newer-version file never stops a command: this file
 holds only what the next check finds out again. A corrupt one is moved aside
 (``.bad``) on the next write rather than silently lost; one from a newer
@@ -28,17 +34,19 @@ from sparksync_agent.atomic import write_atomic
 from sparksync.core.base.file_lock import exclusive_lock
 from sparksync.core.fleet.state import Cause, NodeState, NodeStatus, StateTracker, utc_now
 from sparksync.core.base.paths import data_dir, ensure_dir
+from sparksync.core.nodes.identity import node_id_from_fingerprint
 from sparksync.core.nodes.registry import PairedNode
 
 log = logging.getLogger(__name__)
 
-STORE_VERSION = 1
+STORE_VERSION = 2
 STORE_FILE = "node_states.json"
 
 
 class StoredState(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
+    name: str | None = None  # the node's name when this was recorded: a label only
     host_key: str  # fingerprint pinned when this was recorded
     paired_at: datetime  # the registry entry's added_at: a node paired again starts afresh
     state: NodeState
@@ -53,7 +61,20 @@ class StateFile(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     version: int = Field(ge=1)
-    nodes: dict[str, StoredState] = Field(default_factory=dict)
+    nodes: dict[str, StoredState] = Field(default_factory=dict)  # node id -> its state (v1: name ->)
+
+    def by_id(self) -> dict[str, StoredState]:
+        if self.version >= 2:
+            return dict(self.nodes)
+        migrated: dict[str, StoredState] = {}
+        for name, record in self.nodes.items():
+            try:
+                node_id = node_id_from_fingerprint(record.host_key)
+            except ValueError:
+                log.warning("node state of %s has no usable host key; it is dropped", name)
+                continue
+            migrated[node_id] = record.model_copy(update={"name": name})
+        return migrated
 
 
 class NodeStateStore:
@@ -63,11 +84,12 @@ class NodeStateStore:
 
     def status(self, node: PairedNode) -> tuple[NodeStatus, datetime | None]:
         """The node's last known status and when it was checked (``paired`` and None if never)."""
-        return self._status_from(self._read().get(node.name), node)
+        return self._status_from(self._read().get(node.node_id), node)
 
     def statuses(self, nodes: Iterable[PairedNode]) -> dict[str, tuple[NodeStatus, datetime | None]]:
+        """Each node's status, by its (current) name."""
         records = self._read()
-        return {node.name: self._status_from(records.get(node.name), node) for node in nodes}
+        return {node.name: self._status_from(records.get(node.node_id), node) for node in nodes}
 
     def record(self, node: PairedNode, status: NodeStatus) -> None:
         """Save ``status`` as the node's latest (other nodes' records are kept)."""
@@ -84,7 +106,8 @@ class NodeStateStore:
             records = self._read(move_bad_aside=True)
             now = utc_now()
             for node, status in items:
-                records[node.name] = StoredState(
+                records[node.node_id] = StoredState(
+                    name=node.name,
                     host_key=node.host_key.fingerprint,
                     paired_at=node.added_at,
                     state=status.state,
@@ -103,14 +126,14 @@ class NodeStateStore:
         """
         ensure_dir(self.path.parent)
         with exclusive_lock(self.lock_path):
-            old, _ = self._status_from(self._read().get(node.name), node)
+            old, _ = self._status_from(self._read().get(node.node_id), node)
             if old.state in (NodeState.DISCOVERED, NodeState.PAIRING):
                 old = old.model_copy(update={"state": NodeState.PAIRED})  # it is in the registry
             _, new = StateTracker(old).move(state, None, reason)
         self.record(node, new)
         return new
 
-    def forget(self, name: str) -> None:
+    def forget(self, node: PairedNode) -> None:
         """Drop a node's record (after unpairing it)."""
         if not self.path.exists():
             return
@@ -118,7 +141,7 @@ class NodeStateStore:
             if self._newer():
                 return
             records = self._read(move_bad_aside=True)
-            if records.pop(name, None) is not None:
+            if records.pop(node.node_id, None) is not None:
                 self._write(records)
 
     # --- internals --------------------------------------------------------------------------
@@ -161,7 +184,7 @@ class NodeStateStore:
             if self._newer():
                 log.warning("%s comes from a newer SparkSync; it is left as it is", self.path)
                 return {}
-            return dict(StateFile.model_validate(data).nodes)
+            return StateFile.model_validate(data).by_id()
         except (ValueError, ValidationError) as exc:
             log.warning("%s is unreadable (%s); node states start afresh", self.path, exc)
             if move_bad_aside:

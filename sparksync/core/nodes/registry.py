@@ -3,6 +3,15 @@
 One JSON file (``nodes.json`` in the config dir) with a format version. It
 holds no secrets: the key's passphrase and agent tokens live in the keyring.
 
+Each node has a stable ``node_id`` (see ``identity``), fixed at pairing and
+kept through renames and re-pairs; its name is a label. The names a node had
+before are kept (``former_names``) so data written under a name, before ids
+existed, still finds its node after a rename.
+
+Format versions: 1 had no ids (``node_id`` was always null); reading it
+gives every node the id of its pinned host key, and the next change writes
+version 2.
+
 Rules that users rely on:
 
 - At most ``MAX_NODES`` nodes; a ninth is refused with a way to free a slot.
@@ -33,11 +42,13 @@ from sparksync_agent.atomic import write_atomic
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.base.file_lock import exclusive_lock
 from sparksync.core.base.paths import config_dir, ensure_dir
+from sparksync.core.nodes.identity import NODE_ID_RE, node_id_from_fingerprint
 
 log = logging.getLogger(__name__)
 
-REGISTRY_VERSION = 1
+REGISTRY_VERSION = 2
 MAX_NODES = 8
+MAX_FORMER_NAMES = 8  # enough to follow a few renames; older names hold no data written since ids came
 REGISTRY_FILE = "nodes.json"
 
 # Names become SSH ``Host`` aliases and file names, so they stay shell- and
@@ -65,11 +76,11 @@ class ClusterFullError(RegistryError):
 
 
 class DuplicateNodeError(RegistryError):
-    """A node with that name (or that host key) is already paired."""
+    """A node with that name (or that host key, or that id) is already paired."""
 
 
 class UnknownNodeError(RegistryError):
-    """No paired node has that name."""
+    """No paired node has that name (or id)."""
 
 
 class InvalidNodeNameError(RegistryError):
@@ -135,23 +146,46 @@ class FabricInterface(BaseModel):
 class PairedNode(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str
+    name: str  # a label the user chooses; it can change (rename)
     host: str  # what the user paired with and SSH connects to
     addresses: list[str] = Field(default_factory=list)  # every address seen for this node
     port: int = Field(default=22, ge=1, le=65535)
     user: str
     host_key: PinnedHostKey
     added_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
-    node_id: str | None = None
+    # The stable id every store keys the node by (see identity); by default its host key's.
+    node_id: str = Field(default="", validate_default=True)
+    former_names: list[str] = Field(default_factory=list)  # oldest first
     fabric: list[FabricInterface] = Field(default_factory=list)
     agent_version: str | None = None
     service_mode: str | None = None  # how deploy keeps the agent running: "systemd-user" or "supervised"
     deployed_at: datetime | None = None  # when deploy last installed an agent there
 
+    @model_validator(mode="before")
+    @classmethod
+    def _id_of_host_key(cls, data: object) -> object:
+        # A node paired before any agent ran there is known by its pinned host key.
+        if isinstance(data, dict) and not data.get("node_id"):
+            host_key = data.get("host_key")
+            fingerprint = host_key.fingerprint if isinstance(host_key, PinnedHostKey) else (
+                host_key.get("fingerprint") if isinstance(host_key, dict) else None
+            )
+            if isinstance(fingerprint, str):
+                try:
+                    data = {**data, "node_id": node_id_from_fingerprint(fingerprint)}
+                except ValueError:
+                    pass  # the host key's own check says what is wrong with it
+        return data
+
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
         return _matching(_NAME_RE, value, "letters, digits, '.', '_' or '-' (at most 63)")
+
+    @field_validator("node_id")
+    @classmethod
+    def _check_node_id(cls, value: str) -> str:
+        return _matching(NODE_ID_RE, value, "a node id (4 to 64 letters, digits, '.', '_' or '-')")
 
     @field_validator("user")
     @classmethod
@@ -177,6 +211,9 @@ class RegistryFile(BaseModel):
         names = [node.name for node in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError("two nodes share a name")
+        ids = [node.node_id for node in self.nodes]
+        if len(set(ids)) != len(ids):
+            raise ValueError("two nodes share a node id")
         return self
 
 
@@ -204,24 +241,33 @@ class Registry:
 
     def load(self) -> list[PairedNode]:
         """(Re)read the file. A missing file is an empty registry."""
-        # Forget the previous contents first: after a failed read nothing may
-        # act on a stale copy, and the next access reads (and refuses) again.
-        self._nodes, self._loaded_digest = [], None
-        raw = _read_or_none(self.path)
-        nodes = _parse(raw, self.path) if raw is not None else []
-        self._nodes, self._loaded_digest = nodes, _digest(raw)
+        self._read()
         return self.list()
 
     def list(self) -> list[PairedNode]:
         self._ensure_loaded()
         return [node.model_copy(deep=True) for node in self._nodes]
 
-    def names(self) -> builtins.list[str]:  # `list` here is the method above
-        return [node.name for node in self.list()]
+    def names(self) -> builtins.list[str]:
+        self._ensure_loaded()
+        return [node.name for node in self._nodes]
+
+    def identities(self) -> builtins.list[tuple[str, str, tuple[str, ...]]]:
+        """Each node's (id, name, former names): what ``NodeNames`` needs, without copying every entry."""
+        self._ensure_loaded()
+        return [(node.node_id, node.name, tuple(node.former_names)) for node in self._nodes]
 
     def get(self, name: str) -> PairedNode:
+        """The node named ``name`` (or whose id it is)."""
         self._ensure_loaded()
         return self._find(name).model_copy(deep=True)
+
+    def get_by_id(self, node_id: str) -> PairedNode:
+        self._ensure_loaded()
+        for node in self._nodes:
+            if node.node_id == node_id:
+                return node.model_copy(deep=True)
+        raise UnknownNodeError(f"No paired node has the id {node_id!r}. See `sparksync node list`.")
 
     def __contains__(self, name: object) -> bool:
         self._ensure_loaded()
@@ -245,7 +291,7 @@ class Registry:
                     self._depth -= 1
                 return
             with self._locked():
-                self.load()
+                self._read()
                 before = list(self._nodes)
                 self._depth = 1
                 try:
@@ -272,24 +318,38 @@ class Registry:
         return node
 
     def rename(self, old: str, new: str) -> PairedNode:
+        """Give node ``old`` (a name or id) the name ``new``; its id, and so its data, stay."""
         with self.transaction():
             node = self._find(old)
-            if new != old:
-                self._refuse_taken_name(new)
-            renamed = node.model_copy(update={"name": check_node_name(new)})
+            if new == node.name:
+                return node.model_copy(deep=True)
+            self._refuse_taken_name(new)
+            former = [n for n in node.former_names if n not in (node.name, new)] + [node.name]
+            renamed = node.model_copy(
+                update={"name": check_node_name(new), "former_names": former[-MAX_FORMER_NAMES:]}
+            )
             self._replace(node, renamed)
-        return renamed
+        return renamed.model_copy(deep=True)
 
     def update(self, node: PairedNode) -> None:
-        """Replace the entry with the same name (fabric, agent version, addresses...)."""
+        """Replace the entry with the same node id (fabric, agent version, addresses...)."""
         with self.transaction():
-            self._replace(self._find(node.name), node.model_copy(deep=True))
+            for current in self._nodes:
+                if current.node_id == node.node_id:
+                    if node.name != current.name:
+                        self._refuse_taken_name(node.name)
+                    self._replace(current, node.model_copy(deep=True))
+                    return
+            raise UnknownNodeError(
+                f"No paired node has the id {node.node_id!r} (it was {node.name!r}); it may have been "
+                "unpaired meanwhile. See `sparksync node list`."
+            )
 
     def save(self) -> None:
         """Write what is in memory, unless another process changed the file since it was read."""
         with self._thread_lock, self._locked():
             if self._loaded_digest is None:
-                self.load()  # never read: establishes what the disk holds first
+                self._read()  # never read: establishes what the disk holds first
             on_disk = _read_or_none(self.path)
             if _digest(on_disk) != self._loaded_digest:
                 raise RegistryConflictError(
@@ -311,7 +371,15 @@ class Registry:
 
     def _ensure_loaded(self) -> None:
         if self._loaded_digest is None:
-            self.load()
+            self._read()
+
+    def _read(self) -> None:
+        # Forget the previous contents first: after a failed read nothing may
+        # act on a stale copy, and the next access reads (and refuses) again.
+        self._nodes, self._loaded_digest = [], None
+        raw = _read_or_none(self.path)
+        nodes = _parse(raw, self.path) if raw is not None else []
+        self._nodes, self._loaded_digest = nodes, _digest(raw)
 
     def _write(self) -> None:
         data = RegistryFile(version=REGISTRY_VERSION, nodes=self._nodes).model_dump(mode="json")
@@ -323,6 +391,9 @@ class Registry:
     def _find(self, name: str) -> PairedNode:
         for node in self._nodes:
             if node.name == name:
+                return node
+        for node in self._nodes:  # an id works wherever a name does
+            if node.node_id == name:
                 return node
         known = ", ".join(n.name for n in self._nodes) or "none"
         raise UnknownNodeError(
@@ -340,6 +411,12 @@ class Registry:
                     f"This machine ({node.host}, host key {node.host_key.fingerprint}) is already "
                     f"paired as {other.name!r}. Use that entry, or unpair it first: "
                     f"`sparksync node unpair {other.name}`."
+                )
+            if other.node_id == node.node_id:
+                raise DuplicateNodeError(
+                    f"The node id {node.node_id} of {node.host} is already the id of paired node "
+                    f"{other.name!r} (a copied disk image carries its agent's id along). Use that entry, "
+                    f"or unpair it first: `sparksync node unpair {other.name}`."
                 )
         if len(self._nodes) >= MAX_NODES:
             raise ClusterFullError(
@@ -403,10 +480,26 @@ def _parse(raw: bytes, path: Path) -> list[PairedNode]:
             f"SparkSync reads up to version {REGISTRY_VERSION}). It was left untouched and will not be "
             "changed. Upgrade SparkSync to use it, or move the file away to start an empty registry."
         )
+    if isinstance(data, dict) and data.get("version") == 1:
+        data = _migrate_v1(data)
     try:
         return RegistryFile.model_validate(data).nodes
     except ValidationError as exc:
         raise _unreadable(path, _first_problem(exc)) from exc
+
+
+def _migrate_v1(data: dict) -> dict:
+    """Version 1 had no ids: each node gets its pinned host key's (the agent's id was never recorded)."""
+    nodes = []
+    for entry in data.get("nodes") or []:
+        if isinstance(entry, dict) and not entry.get("node_id"):
+            fingerprint = (entry.get("host_key") or {}).get("fingerprint")
+            try:
+                entry = {**entry, "node_id": node_id_from_fingerprint(str(fingerprint))}
+            except (TypeError, ValueError, AttributeError):
+                pass  # validation then names the broken host key
+        nodes.append(entry)
+    return {**data, "version": REGISTRY_VERSION, "nodes": nodes}
 
 
 def _unreadable(path: Path, why: str) -> RegistryUnreadableError:

@@ -4,8 +4,9 @@ A row per machine, whatever told us about it:
 
 - the registry gives the paired nodes;
 - discovery (mDNS, manual add, scan) gives the machines on the network; one
-  that is a paired node (same host-key fingerprint, host name or address)
-  only refreshes that node's last-seen time;
+  that is a paired node (the same agent node id or pinned host key; without
+  either, the same host name or address) only refreshes that node's
+  last-seen time, and is never listed again as "not paired";
 - a ``NodeStateSource`` (the fleet code, which watches agents through SSH
   tunnels) gives paired nodes their live state: online, offline, degraded,
   deploying, with a reason and a last-seen time. Until one is plugged in,
@@ -65,6 +66,7 @@ class NodeRow:
     paired: bool
     discovered: DiscoveredNode | None = None  # what pairing needs (advertised host keys, port)
     agent_version: str | None = None  # the version its agent reported (or the last deploy recorded)
+    node_id: str | None = None  # a paired node's stable id; a discovered agent's own node id
 
     @property
     def slot_taken(self) -> bool:
@@ -218,9 +220,9 @@ class NodeRows:
             sightings = [d for d in self._discovered.values() if _same_machine(node, d)]
             matched.update(d.key for d in sightings)
             rows.append(self._paired_row(node, sightings))
-        for found in self._discovered.values():
-            if found.key not in matched:
-                rows.append(self._discovered_row(found))
+        for seen in self._discovered.values():
+            if seen.key not in matched:
+                rows.append(self._discovered_row(seen))
         rows.extend(self._typed_pairings(rows))
         return rows
 
@@ -238,6 +240,7 @@ class NodeRows:
             last_seen=seen,
             paired=True,
             agent_version=self._versions.get(node.name) or getattr(node, "agent_version", None),
+            node_id=node.node_id,
         )
         if fleet is not None:
             last = max(x for x in (fleet.last_seen, seen, -1.0) if x is not None)
@@ -258,6 +261,7 @@ class NodeRows:
             last_seen=node.last_seen,
             paired=False,
             discovered=node,
+            node_id=node.node_id,
         )
 
     def _typed_pairings(self, rows: list[NodeRow]) -> list[NodeRow]:
@@ -282,12 +286,21 @@ def _discovered_reason(node: DiscoveredNode) -> str:
 
 
 def _same_machine(node: PairedNode, seen: DiscoveredNode) -> bool:
-    from sparksync.core.discovery.model import normalize_host
-
     if node.host_key.fingerprint in seen.host_key_fingerprints.values():
         return True
+    if seen.node_id is not None and seen.node_id == node.node_id:
+        # Its agent says it is this node (deploy gave it the id). Its advertised keys may differ from
+        # the ones sshd shows (host keys kept elsewhere); a copied disk also carries the id to another
+        # machine, but that one's keys and address both differ, and it is listed on its own.
+        return not seen.host_key_fingerprints or _same_place(node, seen)
     if seen.host_key_fingerprints:  # it told us its keys, and ours is not among them
         return False
+    return _same_place(node, seen)
+
+
+def _same_place(node: PairedNode, seen: DiscoveredNode) -> bool:
+    from sparksync.core.discovery.model import normalize_host
+
     if normalize_host(node.host) == normalize_host(seen.hostname):
         return True
     return bool(set(node.addresses) & set(seen.addresses)) or node.host in seen.addresses

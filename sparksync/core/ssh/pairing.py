@@ -13,7 +13,9 @@ The steps, each stopping the pairing with a clear error:
    handed to paramiko and dropped; it is never stored or logged.
 4. Install this client's public key in ``~/.ssh/authorized_keys``
    (``remote_keys``), then prove a fresh key-only login works.
-5. Record the node in the registry, in one transaction.
+5. Record the node in the registry, in one transaction, with its id: the
+   node id of the agent already there if one is (read over the same login),
+   else its pinned host key's (see ``nodes.identity``).
 
 If anything fails after the key was installed, the key is removed again over
 the still-open password session, so nothing is left half-done. Two pairings
@@ -22,7 +24,8 @@ the second stops with ``PairingBusyError`` rather than racing the first.
 
 Re-pairing (``repair=True``): for a node whose host key changed, or whose
 authorized_keys lost our key. It shows the new key, asks again, reinstalls
-our key and replaces the old entry (keeping its name unless one is given).
+our key and replaces the old entry, keeping its id (so all this computer
+keeps about the node stays attached) and its name unless one is given.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ from pydantic import ValidationError
 from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.discovery.model import DiscoveredNode, is_ip, normalize_host
 from sparksync.core.base.paths import ensure_dir
-from sparksync.core.nodes.registry import MAX_NODES, PairedNode, PinnedHostKey, Registry
+from sparksync.core.nodes.identity import is_node_id
+from sparksync.core.nodes.registry import MAX_FORMER_NAMES, MAX_NODES, PairedNode, PinnedHostKey, Registry
 from sparksync.core.ssh.connection import (
     Dialer,
     Endpoint,
@@ -174,7 +178,7 @@ class _Pairing:
             )
 
     def _logged_in(self, session: _Session, transport: paramiko.Transport) -> PairResult:
-        node = _new_entry(session, transport, self.settings.command_timeout_s)
+        node = _new_entry(session, transport, self.settings.command_timeout_s, self.registry)
         _dry_run(self.registry, lambda r: _record(r, node, session.target))  # before any change on the node
         where, line = session.endpoint.where, self.client_key.public_line()
         installed = install_key(transport, line, where)
@@ -222,10 +226,18 @@ def _check_before_login(registry: Registry, session: _Session, key: paramiko.PKe
     return None
 
 
-def _new_entry(session: _Session, transport: paramiko.Transport, timeout: float) -> PairedNode:
-    request = session.request
-    name = request.name or (session.target.name if session.target else _remote_hostname(transport, timeout))
+def _new_entry(
+    session: _Session, transport: paramiko.Transport, timeout: float, registry: Registry
+) -> PairedNode:
+    request, target = session.request, session.target
+    name = request.name or (target.name if target else _remote_hostname(transport, timeout))
     addresses = sorted({transport.getpeername()[0], *([request.host] if is_ip(request.host) else [])})
+    if target is not None:  # a re-pair is the same node: same id, a new name is a rename
+        former = [n for n in target.former_names if n != name] + ([target.name] if target.name != name else [])
+        identity = {"node_id": target.node_id, "former_names": former[-MAX_FORMER_NAMES:]}
+    else:
+        agent_id = _agent_node_id(transport, timeout, registry)
+        identity = {"node_id": agent_id} if agent_id else {}
     try:
         return PairedNode(
             name=name,
@@ -234,12 +246,36 @@ def _new_entry(session: _Session, transport: paramiko.Transport, timeout: float)
             port=request.port,
             user=request.user,
             host_key=session.seen,
+            **identity,
         )
     except ValidationError as exc:
         raise PairingError(
             f"Cannot record {request.host} as node {name!r} ({exc.errors()[0]['msg']}); nothing was "
             "changed. Give a name of letters, digits, '.', '_' or '-' with --name."
         ) from exc
+
+
+def _agent_node_id(transport: paramiko.Transport, timeout: float, registry: Registry) -> str | None:
+    """The node id of an agent already on the node (deployed earlier, or by another computer), if usable.
+
+    Adopting it keeps one id per machine across the computers that pair it. An
+    id another paired node has (a copied disk image) is not adopted: the node
+    gets its host key's id, and deploy gives its agent that one.
+    """
+    from sparksync.core.deploy.layout import LAYOUT  # deploy builds on this package
+
+    result = run(transport, ["cat", "--", LAYOUT.node_id], timeout)
+    found = result.stdout.decode(errors="replace").strip() if result.exit_status == 0 else ""
+    if not found:
+        return None
+    if not is_node_id(found):
+        log.warning("the agent's node id on the node is not usable (%r); using its host key's", found[:80])
+        return None
+    taken = next((n.name for n in registry.list() if n.node_id == found), None)
+    if taken is not None:
+        log.warning("the agent's node id %s is already %s's; this node gets its host key's", found, taken)
+        return None
+    return found
 
 
 def _remote_hostname(transport: paramiko.Transport, timeout: float) -> str:

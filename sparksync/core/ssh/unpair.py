@@ -27,8 +27,14 @@ log = logging.getLogger(__name__)
 NODE_SECRET_KINDS = ("agent-token",)
 
 
-def node_secret_name(node_name: str, kind: str) -> str:
-    return f"node/{node_name}/{kind}"
+def node_secret_name(node_id: str, kind: str) -> str:
+    """A node's keyring entry, by its stable id: a rename leaves it where it is."""
+    return f"node/{node_id}/{kind}"
+
+
+def legacy_secret_names(node: PairedNode, kind: str) -> list[str]:
+    """Where SparkSync kept the entry before ids: under the node's name (now, or before a rename)."""
+    return [f"node/{name}/{kind}" for name in dict.fromkeys([node.name, *reversed(node.former_names)])]
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,7 @@ def unpair_node(
         else _remove_our_key(node, key, dialer or default_dialer, settings or SshSettings(), agent if uninstall else None)
     )
     registry.remove(name)
+    _forget_state(node)
     secrets_removed, warnings = _remove_secrets(node, secrets or SecretStore())
     if key is not None:
         refresh_ssh_export(registry, key)
@@ -105,18 +112,28 @@ def _remove_our_key(
         transport.close()
 
 
+def _forget_state(node: PairedNode) -> None:
+    from sparksync.core.fleet.store import NodeStateStore  # the fleet builds on this package
+
+    try:
+        NodeStateStore().forget(node)
+    except (OSError, SparkSyncError) as exc:  # only what the next check learns again
+        log.warning("unpair %s: its last known state could not be dropped: %s", node.name, exc)
+
+
 def _remove_secrets(node: PairedNode, secrets: SecretStore) -> tuple[list[str], list[str]]:
     removed: list[str] = []
     try:
         for kind in NODE_SECRET_KINDS:
-            if secrets.delete(node_secret_name(node.name, kind)):
+            names = [node_secret_name(node.node_id, kind), *legacy_secret_names(node, kind)]
+            if any([secrets.delete(entry) for entry in names]):  # a list: every entry goes
                 removed.append(kind)
     except Exception as exc:  # keyring backends raise their own types
         # The node is already gone from the registry; say what is left rather than fail.
         reason = exc.reason if isinstance(exc, KeyringUnavailableError) else f"{type(exc).__name__}: {exc}"
         warning = (
             f"{node.name}'s secrets could not be removed from the keyring ({reason}); remove the entries "
-            f"'{node_secret_name(node.name, '*')}' of service {secrets.service!r} with your keyring's tool."
+            f"'{node_secret_name(node.node_id, '*')}' of service {secrets.service!r} with your keyring's tool."
         )
         return removed, [warning]
     return removed, []

@@ -10,6 +10,13 @@ Retention thins as data ages, to keep a week of 8 nodes within a few hundred
 MB: every second for a day, one row in 10 s for three days, one in 60 s up to
 ``retention_s`` (7 days), then nothing.
 
+Rows are filed by a node's *key*: its stable id (``PairedNode.node_id``,
+this computer's local agent id), so a rename keeps its history; the
+cluster's own rows use ``CLUSTER``. Each key keeps the name it was last
+written under, as a label. Schema 1 filed rows by name: migrating keeps
+each name as its key, and ``adopt`` files those under their node's id once
+a caller knows which node a name stands for (the recorder does on opening).
+
 ``HistoryStore`` is one connection, used from one thread (sqlite3's rule);
 :class:`~sparksync.core.telemetry.history_recorder.HistoryRecorder` runs it in a worker
 thread so the GUI thread never touches the file.
@@ -23,8 +30,9 @@ import logging
 import math
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +40,9 @@ from sparksync.core.base import paths
 from sparksync.core.telemetry.dashboard_model import NodeHistory
 from sparksync.core.telemetry.downsample import SecondRow
 from sparksync.core.base.errors import SparkSyncError
+
+if TYPE_CHECKING:
+    from sparksync.core.nodes.identity import NodeNames
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +68,17 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX rows_by_t ON rows (t)",
         ),
     ),
+    (
+        # Nodes are filed by a stable key (the node's id); the name becomes a label that may change,
+        # so it is no longer unique. The integer ids stay, so every row keeps its node.
+        2,
+        (
+            "CREATE TABLE nodes_v2 (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, name TEXT NOT NULL)",
+            "INSERT INTO nodes_v2 (id, key, name) SELECT id, name, name FROM nodes",
+            "DROP TABLE nodes",
+            "ALTER TABLE nodes_v2 RENAME TO nodes",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -75,7 +97,8 @@ class HistoryStore:
     def __init__(self, path: Path | None = None, retention_s: float = RETENTION_S):
         self.path = Path(path) if path is not None else default_path()
         self.retention_s = retention_s
-        self._node_ids: dict[str, int] = {}
+        self._node_ids: dict[str, int] = {}  # key -> nodes.id
+        self._labels: dict[str, str] = {}  # key -> the name stored with it
         self._layout_ids: dict[tuple[str, ...], int] = {}
         self._layouts: dict[int, tuple[str, ...]] = {}
         self._conn = self._open()
@@ -142,31 +165,108 @@ class HistoryStore:
 
     # --- rows -----------------------------------------------------------------
 
-    def write(self, rows: Iterable[tuple[str, SecondRow]]) -> int:
-        """Store ``(node, row)`` pairs in one transaction; a second stored twice keeps the last."""
+    def write(self, rows: Iterable[tuple[str, SecondRow]], labels: Mapping[str, str] | None = None) -> int:
+        """Store ``(key, row)`` pairs in one transaction; a second stored twice keeps the last.
+
+        ``labels`` gives a key's name now (default: the key itself for a new one).
+        """
+        labels = labels or {}
         try:
             with self._transaction():
                 return self._conn.executemany(
-                    "INSERT OR REPLACE INTO rows VALUES (?, ?, ?, ?)", (self._encode(n, r) for n, r in rows)
+                    "INSERT OR REPLACE INTO rows VALUES (?, ?, ?, ?)",
+                    (self._encode(k, labels.get(k, k), r) for k, r in rows),
                 ).rowcount
         except sqlite3.DatabaseError as exc:
             raise self._unusable(exc) from exc
 
     def load(self, window_s: float, now: float | None = None) -> dict[str, NodeHistory]:
-        """Each node's rows of the last ``window_s`` seconds, oldest first."""
+        """Each key's rows of the last ``window_s`` seconds, oldest first."""
         t0 = math.floor((time.time() if now is None else now) - window_s)
         try:
             cursor = self._conn.execute(
-                "SELECT nodes.name, rows.t, rows.layout_id, rows.data FROM rows JOIN nodes ON nodes.id = rows.node_id "
+                "SELECT nodes.key, rows.t, rows.layout_id, rows.data FROM rows JOIN nodes ON nodes.id = rows.node_id "
                 "WHERE rows.t >= ? ORDER BY rows.node_id, rows.t",
                 (t0,),
             )
             grouped: dict[str, list[tuple[int, int, bytes]]] = {}
-            for name, t, layout_id, data in cursor:
-                grouped.setdefault(name, []).append((t, layout_id, data))
-            return {name: self._columns(rows) for name, rows in grouped.items()}
+            for key, t, layout_id, data in cursor:
+                grouped.setdefault(key, []).append((t, layout_id, data))
+            return {key: self._columns(rows) for key, rows in grouped.items()}
         except sqlite3.DatabaseError as exc:
             raise self._unusable(exc) from exc
+
+    def load_named(self, window_s: float, names: NodeNames, now: float | None = None) -> dict[str, NodeHistory]:
+        """``load`` by the nodes' current names.
+
+        Rows still filed under a name (not adopted yet) join the node that name
+        stands for. A gone node's rows keep the name they were written with,
+        unless a paired node has that name now: they are not that node's.
+        """
+        loaded, labels = self.load(window_s, now), self.labels()
+        named: dict[str, NodeHistory] = {}
+        orphans: dict[str, NodeHistory] = {}
+        for key, history in loaded.items():
+            node_id = key if key in names.names else names.id_of(key)
+            current = names.name_of(node_id) if node_id is not None else None
+            if current is not None:
+                named[current] = _merged(named[current], history) if current in named else history
+            elif names.id_of(label := labels.get(key, key)) is None:
+                orphans[label] = _merged(orphans[label], history) if label in orphans else history
+        return {**orphans, **named}
+
+    def labels(self) -> dict[str, str]:
+        """Every key and the name it was last written under."""
+        try:
+            return dict(self._conn.execute("SELECT key, name FROM nodes").fetchall())
+        except sqlite3.DatabaseError as exc:
+            raise self._unusable(exc) from exc
+
+    def adopt(self, ids: Mapping[str, str]) -> int:
+        """File the rows kept under a name (schema 1, or written before the name was known) under its id.
+
+        ``ids`` maps names to node ids; returns how many names moved.
+        """
+        moved = 0
+        try:
+            with self._transaction():
+                for name, node_id in ids.items():
+                    if name != node_id and self._adopt_one(name, node_id):
+                        moved += 1
+        except sqlite3.DatabaseError as exc:
+            raise self._unusable(exc) from exc
+        if moved:
+            self._node_ids.clear()
+            self._labels.clear()
+            log.info("telemetry history: %d node name(s) filed under their node's id", moved)
+        return moved
+
+    def set_labels(self, labels: Mapping[str, str]) -> None:
+        """Give the keys in ``labels`` (node id -> name now) their current names (after a rename)."""
+        try:
+            with self._transaction():
+                self._conn.executemany(
+                    "UPDATE nodes SET name = ? WHERE key = ? AND name != ?",
+                    ((name, key, name) for key, name in labels.items()),
+                )
+        except sqlite3.DatabaseError as exc:
+            raise self._unusable(exc) from exc
+        self._labels.clear()
+        self._node_ids.clear()
+
+    def _adopt_one(self, name: str, node_id: str) -> bool:
+        old = self._conn.execute("SELECT id FROM nodes WHERE key = ?", (name,)).fetchone()
+        if old is None:
+            return False
+        new = self._conn.execute("SELECT id FROM nodes WHERE key = ?", (node_id,)).fetchone()
+        if new is None:
+            self._conn.execute("UPDATE nodes SET key = ? WHERE id = ?", (node_id, old[0]))
+            return True
+        # Both exist (rows written under the id since): merge; a second in both keeps the id's row.
+        self._conn.execute("UPDATE OR IGNORE rows SET node_id = ? WHERE node_id = ?", (new[0], old[0]))
+        self._conn.execute("DELETE FROM rows WHERE node_id = ?", (old[0],))
+        self._conn.execute("DELETE FROM nodes WHERE id = ?", (old[0],))
+        return True
 
     def prune(self, now: float | None = None) -> int:
         """Thin and drop aged rows (see the module doc); returns the rows removed."""
@@ -192,6 +292,7 @@ class HistoryStore:
             self._conn.execute("ROLLBACK")
             # ids cached inside the failed transaction are gone with it
             self._node_ids.clear()
+            self._labels.clear()
             self._layout_ids.clear()
             raise
 
@@ -200,10 +301,10 @@ class HistoryStore:
 
     # --- encoding ---------------------------------------------------------------
 
-    def _encode(self, node: str, row: SecondRow) -> tuple[int, int, int, bytes]:
+    def _encode(self, key: str, label: str, row: SecondRow) -> tuple[int, int, int, bytes]:
         names = tuple(sorted(row.values))
         data = np.array([row.values[n] for n in names], dtype="<f8").tobytes()
-        return self._node_id(node), int(row.t), self._layout_id(names), data
+        return self._node_id(key, label), int(row.t), self._layout_id(names), data
 
     def _columns(self, rows: list[tuple[int, int, bytes]]) -> NodeHistory:
         t = np.array([r[0] for r in rows], dtype=float)
@@ -219,12 +320,15 @@ class HistoryStore:
                 values.setdefault(name, np.full(len(rows), np.nan))[where] = block[:, j]
         return NodeHistory(t, values)
 
-    def _node_id(self, name: str) -> int:
-        if name not in self._node_ids:
-            self._conn.execute("INSERT OR IGNORE INTO nodes (name) VALUES (?)", (name,))
-            row = self._conn.execute("SELECT id FROM nodes WHERE name = ?", (name,)).fetchone()
-            self._node_ids[name] = row[0]
-        return self._node_ids[name]
+    def _node_id(self, key: str, label: str) -> int:
+        if key not in self._node_ids:
+            self._conn.execute("INSERT OR IGNORE INTO nodes (key, name) VALUES (?, ?)", (key, label))
+            row = self._conn.execute("SELECT id, name FROM nodes WHERE key = ?", (key,)).fetchone()
+            self._node_ids[key], self._labels[key] = row
+        if self._labels[key] != label:  # renamed: the label follows
+            self._conn.execute("UPDATE nodes SET name = ? WHERE id = ?", (label, self._node_ids[key]))
+            self._labels[key] = label
+        return self._node_ids[key]
 
     def _layout_id(self, names: tuple[str, ...]) -> int:
         if names not in self._layout_ids:
@@ -239,3 +343,17 @@ class HistoryStore:
             text = self._conn.execute("SELECT columns FROM layouts WHERE id = ?", (layout_id,)).fetchone()[0]
             self._layouts[layout_id] = tuple(json.loads(text))
         return self._layouts[layout_id]
+
+
+def _merged(a: NodeHistory, b: NodeHistory) -> NodeHistory:
+    """Two histories of one node as one, by time; a second in both keeps ``b``'s row."""
+    t = np.concatenate([a.t, b.t])
+    names = list(dict.fromkeys([*a.values, *b.values]))
+    values = {
+        n: np.concatenate([a.values.get(n, np.full(len(a.t), np.nan)), b.values.get(n, np.full(len(b.t), np.nan))])
+        for n in names
+    }
+    order = np.argsort(t, kind="stable")
+    t = t[order]
+    keep = np.append(t[1:] != t[:-1], True)  # the last of equal times: b's
+    return NodeHistory(t[keep], {n: v[order][keep] for n, v in values.items()})

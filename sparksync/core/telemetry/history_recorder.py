@@ -7,6 +7,12 @@ every ``flush_every_s`` in one transaction, prunes now and then, and answers
 sentence for the status bar, at most once per distinct message, and the rows
 that failed are dropped rather than kept piling up in memory.
 
+Callers speak of nodes by name (the dashboard's); the store files rows by
+each node's stable id, so a renamed node keeps its history. The worker
+turns one into the other with ``names()`` (by default the registry's nodes
+and this computer, read in the worker), asked again when a name it does not
+know comes by.
+
 Callbacks run in the worker thread; the GUI wraps them in Qt signals.
 """
 
@@ -20,15 +26,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparksync.core.telemetry.dashboard_model import NodeHistory
-from sparksync.core.telemetry.downsample import SecondRow
 from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.nodes.identity import NodeNames
+from sparksync.core.telemetry.dashboard_model import NodeHistory
+from sparksync.core.telemetry.dashboard_series import CLUSTER
+from sparksync.core.telemetry.downsample import SecondRow
 from sparksync.core.telemetry.history import RETENTION_S, HistoryStore
 
 log = logging.getLogger(__name__)
 
 FLUSH_EVERY_S = 2.0
 PRUNE_EVERY_S = 600.0
+NAMES_RETRY_S = 5.0  # how often an unknown name may make the worker read the node names again
 
 Loaded = Callable[[dict[str, NodeHistory]], None]
 
@@ -58,8 +67,10 @@ class HistoryRecorder:
         flush_every_s: float = FLUSH_EVERY_S,
         prune_every_s: float = PRUNE_EVERY_S,
         retention_s: float = RETENTION_S,
+        names: Callable[[], NodeNames] = NodeNames.current,
     ):
         self.path = path
+        self.names = names
         self.on_loaded = on_loaded or (lambda _: None)
         self.on_error = on_error or (lambda _: None)
         self.on_stopped = on_stopped or (lambda: None)
@@ -70,6 +81,8 @@ class HistoryRecorder:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="history-recorder", daemon=True)
         self._reported: set[str] = set()
+        self._names = NodeNames()  # the worker's; read when the store opens
+        self._names_read_at = -float("inf")
 
     # --- any thread ---------------------------------------------------------------
 
@@ -118,6 +131,7 @@ class HistoryRecorder:
     def _open(self) -> HistoryStore | None:
         try:
             store = HistoryStore(self.path, self.retention_s)
+            self._read_names(store)
             self._prune(store)
             return store
         except SparkSyncError as exc:
@@ -149,7 +163,8 @@ class HistoryRecorder:
     def _handle(self, store: HistoryStore, item: object) -> None:
         if isinstance(item, _Load):
             try:
-                loaded = store.load(item.window_s, item.now)
+                self._read_names(store)
+                loaded = store.load_named(item.window_s, self._names, item.now)
             except SparkSyncError as exc:
                 self._report(f"History could not be read: {exc}")
                 loaded = {}
@@ -161,10 +176,41 @@ class HistoryRecorder:
         if not batch:
             return
         try:
-            store.write(batch)
+            rows, labels = self._keyed(store, batch)
+            store.write(rows, labels)
             self.rows_written += len(batch)
         except SparkSyncError as exc:
             self._report(f"History is not being saved: {exc}")
+
+    def _keyed(
+        self, store: HistoryStore, batch: list[tuple[str, SecondRow]]
+    ) -> tuple[list[tuple[str, SecondRow]], dict[str, str]]:
+        """The rows by node id, and each id's name now.
+
+        A name no node has is its own key until the names are read again,
+        which then files its rows under its node's id (``adopt``).
+        """
+        named = {name for name, _ in batch} - {CLUSTER}
+        if any(self._names.id_of(n) is None for n in named) and self._names_stale():
+            self._read_names(store)
+        keys = {name: (self._names.id_of(name) or name) for name in named}
+        keys[CLUSTER] = CLUSTER
+        labels = {key: self._names.name_of(key) or name for name, key in keys.items()}
+        return [(keys[name], row) for name, row in batch], labels
+
+    def _names_stale(self) -> bool:
+        return time.monotonic() - self._names_read_at >= NAMES_RETRY_S
+
+    def _read_names(self, store: HistoryStore) -> None:
+        """Read the node names again, and file rows kept under a name under its node's id."""
+        self._names_read_at = time.monotonic()
+        try:
+            self._names = self.names()
+        except Exception as exc:  # noqa: BLE001 - the history goes on under the names it has
+            log.warning("history: node names could not be read: %s", exc)
+            return
+        store.adopt({**self._names.former, **self._names.ids})
+        store.set_labels(self._names.names)
 
     def _prune(self, store: HistoryStore) -> None:
         try:

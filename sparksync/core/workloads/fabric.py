@@ -35,7 +35,7 @@ from sparksync_agent.protocol import InterfaceKind, NetInterfaceSample, RdmaPort
 from sparksync.core.nodes.registry import PairedNode
 from sparksync.core.workloads.errors import FabricError, RocenanteUnavailableError
 
-FABRIC_VERSION = 1
+FABRIC_VERSION = 2  # 2: primary_interface is filed by node id in fabric.json (see fabric_settings)
 LOOPBACK = "127.0.0.1"
 
 # A CX-7 netdev is "en" + its PCI path + "np" + port: enp1s0f1np1, enP2p1s0f1np1.
@@ -79,7 +79,8 @@ class FabricSettings(BaseModel):
     backend: Backend = Backend.nccl
     rocenante: RocenanteSettings | None = None
     primary_interface: dict[str, str] = Field(
-        default_factory=dict, description="Per node: the interface whose IP is its fabric address."
+        default_factory=dict,
+        description="Per node (its name in memory, its id on disk): the interface whose IP is its fabric address.",
     )
 
 

@@ -5,6 +5,11 @@ choice behind a workload (recipe, nodes, model), which the workload record
 (``workload_store``) does not keep. One versioned pydantic file, written
 atomically; the oldest entries go beyond ``KEEP``. A file from a newer
 SparkSync is left untouched and read as empty.
+
+Each launch keeps the id of every node it chose (``node_ids``), so a restart
+after a rename launches on the same nodes, under their names now. Version 1
+kept names only; reading it finds each name's node, and the next launch
+writes version 2.
 """
 
 from __future__ import annotations
@@ -12,17 +17,19 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sparksync_agent.atomic import write_atomic
 
 from sparksync.core.base.paths import data_dir, ensure_dir
+from sparksync.core.nodes.identity import NodeNames
 from sparksync.core.workloads.launch_choice import LaunchChoice
 
 log = logging.getLogger(__name__)
 
-LAUNCHES_VERSION = 1
+LAUNCHES_VERSION = 2
 LAUNCHES_FILE = "launches.json"
 KEEP = 50
 
@@ -32,6 +39,18 @@ class Launched(BaseModel):
 
     workload_id: str
     choice: LaunchChoice
+    node_ids: dict[str, str] = Field(default_factory=dict, description="Each chosen node's name -> its id.")
+
+    def with_current_names(self, names: NodeNames) -> Launched:
+        ids = names.ids_for(self.choice.nodes, self.node_ids)
+        new = names.relabel(ids)
+        nodes = [new.get(n, n) for n in self.choice.nodes]
+        return self.model_copy(
+            update={
+                "choice": self.choice.model_copy(update={"nodes": nodes}),
+                "node_ids": {new[old]: node_id for old, node_id in ids.items()},
+            }
+        )
 
 
 class LaunchesFile(BaseModel):
@@ -45,8 +64,9 @@ class LaunchesFile(BaseModel):
 class Launches:
     """The file, read and written whole; one app writes it, so a process-local lock is enough."""
 
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, names: Callable[[], NodeNames] = NodeNames.current):
         self.path = Path(path) if path is not None else data_dir() / LAUNCHES_FILE
+        self.names = names
         self._lock = threading.Lock()
         self._writable = True
 
@@ -61,7 +81,8 @@ class Launches:
         with self._lock:
             data = self._read()
             kept = [i for i in data.launches if i.workload_id != workload_id][-(KEEP - 1) :]
-            data.launches = [*kept, Launched(workload_id=workload_id, choice=choice)]
+            launched = Launched(workload_id=workload_id, choice=choice).with_current_names(self.names())
+            data.launches = [*kept, launched]
             data.last = workload_id
             self._write(data)
 
@@ -70,9 +91,17 @@ class Launches:
             log.warning("%s was written by a newer SparkSync; not overwriting it", self.path)
             return
         ensure_dir(self.path.parent)
+        data.version = LAUNCHES_VERSION
         write_atomic(self.path, data.model_dump_json(indent=2) + "\n", mode=0o600)
 
     def _read(self) -> LaunchesFile:
+        data = self._read_file()
+        if data.launches:
+            names = self.names()
+            data.launches = [item.with_current_names(names) for item in data.launches]
+        return data
+
+    def _read_file(self) -> LaunchesFile:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:

@@ -5,6 +5,11 @@ which workload ids exist and which node runs which process of each, so a new
 CLI process (``sparksync workload list/stop/logs``) knows whom to ask. It is
 one versioned pydantic file, written atomically under a lock, so two CLI
 processes starting workloads at once never lose each other's entries.
+
+Each record keeps the id of every node it names (``node_ids``), so a
+renamed node keeps its workloads: reading gives every node its current name.
+Version 1 named nodes only; reading it finds each name's node (by its name
+now, or a former one), and the next change writes version 2.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,12 +27,13 @@ from sparksync_agent.atomic import write_atomic
 
 from sparksync.core.base.file_lock import exclusive_lock
 from sparksync.core.base.paths import data_dir, ensure_dir
+from sparksync.core.nodes.identity import NodeNames
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.plan import Plan
 
 log = logging.getLogger(__name__)
 
-STORE_VERSION = 1
+STORE_VERSION = 2
 STORE_FILE = "workloads.json"
 ID_MAX = 80  # the agent's NAME_PATTERN allows 80 characters
 
@@ -78,10 +84,42 @@ class WorkloadRecord(BaseModel):
     ranks: list[RankRef]
     endpoints: list[Endpoint] = Field(default_factory=list)
     created_at: float = Field(default_factory=time.time)
+    node_ids: dict[str, str] = Field(
+        default_factory=dict, description="Each node name used above -> that node's stable id."
+    )
 
     def nodes(self) -> list[str]:
         """Every node that runs a process of this workload, in plan order."""
         return list(dict.fromkeys(r.node for r in self.ranks))
+
+    def named_nodes(self) -> list[str]:
+        """Every node name the record uses (plan, ranks, endpoints)."""
+        names = [n for g in self.plan.groups for n in g.nodes]
+        return list(dict.fromkeys([*names, *(r.node for r in self.ranks), *(e.node for e in self.endpoints)]))
+
+    def with_current_names(self, names: NodeNames) -> WorkloadRecord:
+        """The record with its node ids filled in and every node under its name now."""
+        ids = names.ids_for(self.named_nodes(), self.node_ids)
+        new = names.relabel(ids)
+        if ids == self.node_ids and all(old == name for old, name in new.items()):
+            return self
+        return self._renamed(new, {new[old]: node_id for old, node_id in ids.items()})
+
+    def _renamed(self, new: Mapping[str, str], node_ids: dict[str, str]) -> WorkloadRecord:
+        def name(old: str) -> str:
+            return new.get(old, old)
+
+        plan = self.plan.model_copy(
+            update={"groups": [g.model_copy(update={"nodes": [name(n) for n in g.nodes]}) for g in self.plan.groups]}
+        )
+        return self.model_copy(
+            update={
+                "plan": plan,
+                "ranks": [r.model_copy(update={"node": name(r.node)}) for r in self.ranks],
+                "endpoints": [e.model_copy(update={"node": name(e.node)}) for e in self.endpoints],
+                "node_ids": node_ids,
+            }
+        )
 
 
 class WorkloadFile(BaseModel):
@@ -99,10 +137,14 @@ def new_workload_id(label: str) -> str:
 
 
 class WorkloadStore:
-    """The record file; every change is a read-modify-write under an exclusive lock."""
+    """The record file; every change is a read-modify-write under an exclusive lock.
 
-    def __init__(self, path: Path | None = None):
+    ``names`` says which node each name stands for now (default: the registry's).
+    """
+
+    def __init__(self, path: Path | None = None, names: Callable[[], NodeNames] = NodeNames.current):
         self.path = Path(path) if path is not None else data_dir() / STORE_FILE
+        self.names = names
 
     def list(self) -> list[WorkloadRecord]:
         return self._read().workloads
@@ -120,7 +162,7 @@ class WorkloadStore:
     def add(self, record: WorkloadRecord) -> None:
         with self._changing() as data:
             data.workloads = [w for w in data.workloads if w.workload_id != record.workload_id]
-            data.workloads.append(record)
+            data.workloads.append(record.with_current_names(self.names()))
 
     def remove(self, workload_id: str) -> None:
         with self._changing() as data:
@@ -134,9 +176,17 @@ class WorkloadStore:
         with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
             data = self._read()
             yield data
+            data.version = STORE_VERSION
             write_atomic(self.path, data.model_dump_json(indent=2) + "\n", mode=0o600)
 
     def _read(self) -> WorkloadFile:
+        data = self._read_file()
+        if data.workloads:
+            names = self.names()
+            data.workloads = [w.with_current_names(names) for w in data.workloads]
+        return data
+
+    def _read_file(self) -> WorkloadFile:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -13,7 +14,9 @@ from sparksync.core.bench.history import MIGRATIONS, HistoryStore, default_histo
 from sparksync.core.bench.recording import store, training_record
 from sparksync.core.bench.telemetry import TelemetrySummary
 from sparksync.core.base.paths import data_dir
+from sparksync.core.nodes.registry import Registry
 from tests.core.bench.records import inference_run
+from tests.core.node_factory import paired_node
 
 
 @pytest.fixture
@@ -130,3 +133,45 @@ def test_a_damaged_file_says_to_move_it_away(tmp_path):
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(HistoryError, match="move it away"):
         HistoryStore(path)
+
+
+# --- identity: a run's nodes follow renames ---------------------------------------------------
+
+
+def _paired(*names: str) -> list:
+    registry = Registry()
+    nodes = [paired_node(name, i) for i, name in enumerate(names, 1)]
+    for node in nodes:
+        registry.add(node)
+    return nodes
+
+
+def test_a_runs_nodes_keep_their_ids_and_show_their_names_now(history):
+    a, b = _paired("spark-1", "spark-2")
+    telemetry = TelemetrySummary(peak_memory_bytes=2**30, nodes=("spark-1", "spark-2"))
+    run_id = history.add(inference_run(2, 20.0, 500.0, nodes=("spark-1", "spark-2"), telemetry=telemetry))
+    with sqlite3.connect(history.path) as conn:
+        (ids,) = conn.execute("SELECT node_ids_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+    assert json.loads(ids) == {"spark-1": a.node_id, "spark-2": b.node_id}
+    Registry().rename("spark-1", "rack-1")
+    got = HistoryStore(history.path).get(run_id)
+    assert got.context.nodes == ("rack-1", "spark-2") and got.context.telemetry.nodes == ("rack-1", "spark-2")
+
+
+def test_a_version_2_history_is_migrated_and_its_runs_find_their_nodes(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    with sqlite3.connect(path) as conn:
+        history_module.migrate(conn, path, MIGRATIONS[:2])  # the file as the previous SparkSync left it
+        conn.execute("INSERT INTO runs (created_at, kind, status, model, cluster_size, nodes_json) "
+                     "VALUES ('2026-10-22T12:00:00+00:00', 'inference', 'complete', 'qwen', 2, ?)",
+                     (json.dumps(["spark-1", "gone"]),))
+    assert user_version(path) == 2
+    (a,) = _paired("spark-1")
+    Registry().rename("spark-1", "rack-1")  # renamed before this SparkSync first opened the file
+    history = HistoryStore(path)
+    assert user_version(path) == len(MIGRATIONS) == 3
+    with sqlite3.connect(path) as conn:
+        (ids,) = conn.execute("SELECT node_ids_json FROM runs").fetchone()
+    assert json.loads(ids) == {"spark-1": a.node_id}  # the former name found the node; "gone" has none
+    Registry().rename("rack-1", "rack-9")
+    assert history.get(1).context.nodes == ("rack-9", "gone")

@@ -40,6 +40,9 @@ class FakeNode:
         self.stopped = 0
         self.uploads = 0
         self.cancel_at: str | None = None  # a step ("pip", "health") that sets the cancel Event
+        self.node_id_file: str | None = None  # the agent's state dir's node_id
+        self.agent_id: str | None = None  # the id the running agent read when it started
+        self.id_writes = 0
 
     def probe(self) -> str:
         lines = [
@@ -102,6 +105,9 @@ class FakeRemote(RemoteNode):
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         if path.endswith("installed.json"):
             self.node.complete.add(path.split("/")[-2])
+        if path == LAYOUT.node_id:
+            assert mode == 0o600
+            self.node.node_id_file, self.node.id_writes = data.decode(), self.node.id_writes + 1
 
     def upload(self, local: Path, remote: str, progress=None) -> None:
         self.node.uploads += 1
@@ -109,6 +115,8 @@ class FakeRemote(RemoteNode):
             progress(10, 10)
 
     def read_file(self, path: str, limit: int = 1 << 20):
+        if path == LAYOUT.node_id and self.node.node_id_file is not None:
+            return self.node.node_id_file.encode()
         return None
 
 
@@ -121,6 +129,7 @@ def fakes(monkeypatch):
         node = state["node"]
         node.restarts.append(node.links["current"])
         node.running = node.links["current"]
+        node.agent_id = (node.node_id_file or "").strip() or "made-by-the-agent"
         return []
 
     def wait_for_agent(remote, transports, *, version, mode, old_run_id, timeout_s):
@@ -134,7 +143,8 @@ def fakes(monkeypatch):
 
     def current_answer(remote, transports):
         node = state["node"]
-        return SimpleNamespace(hello=SimpleNamespace(agent_version=node.running)) if node.running else None
+        hello = SimpleNamespace(agent_version=node.running, node_id=node.agent_id)
+        return SimpleNamespace(hello=hello) if node.running else None
 
     def stop_supervisor(remote):
         state["node"].stopped += 1
@@ -161,7 +171,7 @@ class Bundles:
         return self.ready
 
 
-def run_deploy(fakes, node: FakeNode, version: str, **options):
+def run_deploy(fakes, node: FakeNode, version: str, node_id: str | None = None, **options):
     fakes["node"] = node
     cancel = threading.Event()
     stages: list[Stage] = []
@@ -171,6 +181,7 @@ def run_deploy(fakes, node: FakeNode, version: str, **options):
         DeployOptions(**options),
         Bundles(version),
         lambda s, f, m: stages.append(s),
+        node_id,
     )
     return deploy.run(), stages
 
@@ -196,6 +207,23 @@ def test_the_running_version_again_is_a_no_op(fakes):
     done, stages = run_deploy(fakes, node, "0.1.0")
     assert done.outcome is Outcome.UNCHANGED and node.restarts == [] and node.uploads == 0
     assert Stage.INSTALLING not in stages
+
+
+def test_the_agent_is_given_the_nodes_id_before_it_starts(fakes):
+    node = FakeNode()
+    done, _ = run_deploy(fakes, node, "0.1.0", node_id="0a1b2c3d4e5f60718293a4b5c6d7e8f9")
+    assert done.outcome is Outcome.DEPLOYED
+    assert node.node_id_file == "0a1b2c3d4e5f60718293a4b5c6d7e8f9\n" and node.agent_id == "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+
+
+def test_a_running_agent_with_another_id_is_given_the_nodes_and_restarted(fakes):
+    node = FakeNode(current="0.1.0", complete={"0.1.0"})
+    node.node_id_file = node.agent_id = "its-own-random-id"  # e.g. paired before ids, or a copied disk
+    done, _ = run_deploy(fakes, node, "0.1.0", node_id="0a1b2c3d4e5f60718293a4b5c6d7e8f9")
+    assert done.outcome is Outcome.DEPLOYED and node.restarts == ["0.1.0"] and node.uploads == 0
+    assert node.agent_id == "0a1b2c3d4e5f60718293a4b5c6d7e8f9"
+    again, _ = run_deploy(fakes, node, "0.1.0", node_id="0a1b2c3d4e5f60718293a4b5c6d7e8f9")
+    assert again.outcome is Outcome.UNCHANGED and node.restarts == ["0.1.0"] and node.id_writes == 1
 
 
 def test_an_installed_version_whose_agent_is_down_is_started_without_reinstalling(fakes):

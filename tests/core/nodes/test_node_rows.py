@@ -54,6 +54,33 @@ def test_a_sighting_with_other_host_keys_is_another_machine_even_at_the_same_add
     assert len(rows.rows()) == 2
 
 
+def test_an_agent_with_the_paired_nodes_id_is_that_node_not_another_row():
+    """The node's agent may advertise keys other than sshd's (kept elsewhere): its node id still says who it is."""
+    rows = NodeRows()
+    a = paired_node("rack-1", 1)
+    rows.set_paired([a])
+    agent = discovered("fp:y", "spark-aaaa.local", "10.0.0.1", fingerprint="SHA256:" + "y" * 43, kind="agent",
+                       node_id=a.node_id, seen=70.0)  # fmt: skip
+    rows.on_discovery("added", agent)
+    (row,) = rows.rows()
+    assert row.paired and row.name == "rack-1" and row.node_id == a.node_id and row.last_seen == 70.0
+    assert row.reason == "seen on the network"
+    without_keys = discovered("host:s", "somewhere.local", "10.9.9.9", kind="agent", node_id=a.node_id)
+    rows.set_discovered([without_keys])  # an agent that told no keys: its id alone is enough
+    assert [r.name for r in rows.rows()] == ["rack-1"]
+
+
+def test_a_copied_disk_with_the_same_agent_id_elsewhere_is_listed_on_its_own():
+    rows = NodeRows()
+    a = paired_node("rack-1", 1)
+    rows.set_paired([a])
+    clone = discovered("fp:z", "spark-zzzz.local", "10.0.0.77", fingerprint="SHA256:" + "z" * 43, kind="agent",
+                       node_id=a.node_id)  # fmt: skip
+    rows.on_discovery("added", clone)
+    assert [(r.name, r.paired) for r in rows.rows()] == [("rack-1", True), ("spark-zzzz.local", False)]
+    assert rows.rows()[1].node_id == a.node_id
+
+
 def test_the_fleet_hook_sets_state_reason_and_last_seen_of_paired_nodes():
     rows = NodeRows()
     rows.set_paired([paired_node("n1", 1), paired_node("n2", 2)])

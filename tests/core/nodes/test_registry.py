@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import json
 import multiprocessing
 import stat
@@ -26,6 +27,7 @@ from sparksync.core.nodes.registry import (
     RegistryUnreadableError,
     UnknownNodeError,
 )
+from sparksync.core.nodes.identity import node_id_from_fingerprint
 from tests.core.node_factory import host_pkey, paired_node
 
 
@@ -65,8 +67,8 @@ def test_nodes_survive_a_reload_in_a_private_versioned_file(registry):
     data = json.loads(registry.path.read_text())
     assert data["version"] == REGISTRY_VERSION
     assert set(data["nodes"][0]) == {
-        "name", "host", "addresses", "port", "user", "host_key", "added_at", "node_id", "fabric",
-        "agent_version", "service_mode", "deployed_at",
+        "name", "host", "addresses", "port", "user", "host_key", "added_at", "node_id", "former_names",
+        "fabric", "agent_version", "service_mode", "deployed_at",
     }  # nothing secret has a place in an entry
 
 
@@ -141,8 +143,54 @@ def test_rename_keeps_everything_else(registry):
     registry.add(node)
     registry.rename("spark-0001", "left-desk")
     renamed = Registry(registry.path).get("left-desk")
-    assert renamed.model_dump(exclude={"name"}) == node.model_dump(exclude={"name"})
+    assert renamed.model_dump(exclude={"name", "former_names"}) == node.model_dump(exclude={"name", "former_names"})
+    assert renamed.node_id == node.node_id and renamed.former_names == ["spark-0001"]
     assert "spark-0001" not in registry
+
+
+def test_a_node_is_known_by_its_id_which_no_rename_changes(registry):
+    node = paired_node("spark-0001")
+    registry.add(node)
+    assert registry.get(node.node_id) == node == registry.get_by_id(node.node_id)
+    registry.rename(node.node_id, "a")  # an id works wherever a name does
+    registry.rename("a", "b")
+    registry.rename("b", "a")
+    again = Registry(registry.path).get_by_id(node.node_id)
+    assert again.name == "a" and again.former_names == ["spark-0001", "b"]
+    with pytest.raises(UnknownNodeError):
+        registry.get_by_id("0" * 32)
+
+
+def test_by_default_a_node_is_known_by_its_pinned_host_key():
+    node = paired_node()
+    digest = base64.b64decode(node.host_key.fingerprint.removeprefix("SHA256:") + "=")
+    assert node.node_id == digest.hex()[:32] == node_id_from_fingerprint(node.host_key.fingerprint)
+    adopted = paired_node(node_id="5f0c3a9e1d2b4c6a8e7f9a0b1c2d3e4f")  # an agent's own id, when it had one
+    assert adopted.node_id == "5f0c3a9e1d2b4c6a8e7f9a0b1c2d3e4f"
+    with pytest.raises(ValidationError):
+        paired_node(node_id="no spaces; no quotes")
+
+
+def test_a_second_node_with_the_same_id_is_refused(registry):
+    registry.add(paired_node("spark-0001", 1, node_id="cafe" * 8))
+    with pytest.raises(DuplicateNodeError, match="already the id of paired node 'spark-0001'"):
+        registry.add(paired_node("spark-0002", 2, node_id="cafe" * 8))
+
+
+def test_a_version_1_file_is_read_with_ids_and_written_as_version_2(registry):
+    nodes = [paired_node("spark-0001", 1), paired_node("spark-0002", 2)]
+    v1 = [n.model_dump(mode="json", exclude={"former_names"}) | {"node_id": None} for n in nodes]
+    registry.path.parent.mkdir(parents=True)
+    registry.path.write_text(json.dumps({"version": 1, "nodes": v1}))
+
+    read = Registry(registry.path).list()
+    assert [n.node_id for n in read] == [node_id_from_fingerprint(n.host_key.fingerprint) for n in nodes]
+    assert json.loads(registry.path.read_text())["version"] == 1  # reading changes nothing on disk
+    registry.rename("spark-0002", "rack-2")
+    data = json.loads(registry.path.read_text())
+    assert data["version"] == REGISTRY_VERSION == 2
+    assert [n["node_id"] for n in data["nodes"]] == [n.node_id for n in read]
+    assert Registry(registry.path).get("rack-2").node_id == read[1].node_id
 
 
 def test_rename_refuses_a_taken_or_unusable_name(registry):
@@ -154,7 +202,7 @@ def test_rename_refuses_a_taken_or_unusable_name(registry):
     assert Registry(registry.path).names() == ["spark-0001", "spark-0002"]
 
 
-def test_update_replaces_the_entry_of_that_name(registry):
+def test_update_replaces_the_entry_of_that_id(registry):
     registry.add(paired_node("spark-0001"))
     node = registry.get("spark-0001")
     node.agent_version = "0.3.0"
@@ -163,6 +211,8 @@ def test_update_replaces_the_entry_of_that_name(registry):
     assert Registry(registry.path).get("spark-0001") == node
     with pytest.raises(UnknownNodeError):
         registry.update(paired_node("spark-0404"))
+    registry.update(node.model_copy(update={"name": "renamed"}))  # the id finds the entry
+    assert Registry(registry.path).names() == ["renamed"]
 
 
 @pytest.mark.parametrize(

@@ -1,3 +1,4 @@
+import json
 import sqlite3
 import threading
 import time
@@ -8,9 +9,18 @@ import pytest
 from sparksync.core.base import paths
 from sparksync.core.telemetry.dashboard_model import DashboardModel
 from sparksync.core.telemetry.downsample import SecondRow
-from sparksync.core.telemetry.history import DAY_S, SCHEMA_VERSION, HistoryError, HistoryStore, default_path
+from sparksync.core.nodes.identity import NodeNames
+from sparksync.core.telemetry.history import (
+    DAY_S,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    HistoryError,
+    HistoryStore,
+    default_path,
+)
 from sparksync.core.telemetry.history_recorder import HistoryRecorder
 from tests.core.dashboard_samples import GB, spark_sample
+from tests.core.node_factory import paired_node
 
 NOW = 1_761_130_000
 
@@ -152,3 +162,94 @@ def test_an_unusable_file_reaches_on_error_and_loads_answer_empty(tmp_path, reco
     assert rec.flush()
     assert loaded == [{}]
     assert len(errors) == 1 and errors[0].startswith("History is off:") and "Move the file aside" in errors[0]
+
+
+# --- identity: rows are filed by node id, names are labels -----------------------------------
+
+
+def _names(*nodes, local_id=None) -> NodeNames:
+    return NodeNames.of(nodes, local_id)
+
+
+def test_rows_are_filed_by_key_and_keep_the_latest_label(tmp_path):
+    with HistoryStore(tmp_path / "h.sqlite3") as store:
+        store.write(rows("id-aaaa", NOW - 10, 5), {"id-aaaa": "spark-1"})
+        store.write(rows("id-aaaa", NOW - 5, 5), {"id-aaaa": "rack-1"})  # renamed meanwhile
+        assert store.labels() == {"id-aaaa": "rack-1"}
+        assert list(store.load(60, now=NOW)) == ["id-aaaa"] and len(store.load(60, now=NOW)["id-aaaa"].t) == 10
+
+
+def _schema_1_file(path, named_rows) -> None:
+    """A history as SparkSync wrote it before ids: schema 1, rows filed by node name."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL)")
+    for statement in MIGRATIONS[0][1]:
+        conn.execute(statement)
+    conn.execute("INSERT INTO schema_migrations VALUES (1, 0)")
+    conn.execute("INSERT INTO layouts (id, columns) VALUES (1, ?)", (json.dumps(["mem.total", "mem.used"]),))
+    for name, row in named_rows:
+        conn.execute("INSERT OR IGNORE INTO nodes (name) VALUES (?)", (name,))
+        node = conn.execute("SELECT id FROM nodes WHERE name = ?", (name,)).fetchone()[0]
+        data = np.array([row.values["mem.total"], row.values["mem.used"]], dtype="<f8").tobytes()
+        conn.execute("INSERT INTO rows VALUES (?, ?, 1, ?)", (node, row.t, data))
+    conn.commit()
+    conn.close()
+
+
+def test_a_schema_1_file_keeps_its_rows_and_they_join_their_node_by_name(tmp_path):
+    path = tmp_path / "h.sqlite3"
+    _schema_1_file(path, rows("spark-1", NOW - 100, 100) + rows("gone", NOW - 50, 50, used=5))
+    a = paired_node("rack-1", 1, former_names=["spark-1"])  # renamed since that history was written
+    with HistoryStore(path) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.labels() == {"spark-1": "spark-1", "gone": "gone"}  # each name is its own key
+        named = store.load_named(3600, _names(a), now=NOW)  # joined by the former name, before adopting
+        assert set(named) == {"rack-1", "gone"} and len(named["rack-1"].t) == 100
+        assert store.adopt({"spark-1": a.node_id}) == 1
+        store.write(rows(a.node_id, NOW - 1, 1, used=30), {a.node_id: "rack-1"})
+        assert store.labels() == {a.node_id: "rack-1", "gone": "gone"}
+    with HistoryStore(path) as again:
+        loaded = again.load_named(3600, _names(a), now=NOW)
+    assert set(loaded) == {"rack-1", "gone"} and len(loaded["rack-1"].t) == 100
+    assert loaded["rack-1"].values["mem.used"][-1] == 30 * GB  # the second written by id wins
+
+
+def test_adopting_a_name_whose_id_has_rows_merges_them(tmp_path):
+    with HistoryStore(tmp_path / "h.sqlite3") as store:
+        store.write(rows("spark-1", NOW - 10, 10))  # written under the name before it was known
+        store.write(rows("id-aaaa", NOW - 5, 10, used=20), {"id-aaaa": "spark-1"})
+        assert store.adopt({"spark-1": "id-aaaa", "never-seen": "id-bbbb"}) == 1
+        merged = store.load(60, now=NOW + 10)
+    assert list(merged) == ["id-aaaa"] and len(merged["id-aaaa"].t) == 15
+    assert (merged["id-aaaa"].values["mem.used"][5:] == 20 * GB).all()
+
+
+def test_a_gone_node_whose_name_is_taken_again_is_not_shown_as_the_new_one(tmp_path):
+    old, new = paired_node("spark-1", 1), paired_node("spark-1", 2)  # unpaired, then another paired as spark-1
+    with HistoryStore(tmp_path / "h.sqlite3") as store:
+        store.write(rows(old.node_id, NOW - 10, 5), {old.node_id: "spark-1"})
+        store.write(rows(new.node_id, NOW - 5, 5, used=20), {new.node_id: "spark-1"})
+        named = store.load_named(60, _names(new), now=NOW)
+    assert list(named) == ["spark-1"] and (named["spark-1"].values["mem.used"] == 20 * GB).all()
+
+
+def test_the_recorder_keeps_a_nodes_history_through_a_rename(tmp_path, recorder_parts):
+    make, loaded, errors, _ = recorder_parts
+    path = tmp_path / "h.sqlite3"
+    node = paired_node("spark-1", 1)
+    names = [_names(node, local_id="local-1234")]
+    rec = make(path, names=lambda: names[-1])
+    t = int(time.time())
+    for name, row in rows("spark-1", t - 60, 30) + rows("this computer", t - 60, 30):
+        rec.put(name, row)
+    assert rec.flush()
+    names.append(_names(node.model_copy(update={"name": "rack-1", "former_names": ["spark-1"]}),
+                        local_id="local-1234"))
+    for name, row in rows("spark-1", t - 30, 10) + rows("rack-1", t - 20, 20):  # the window says the old name a while
+        rec.put(name, row)
+    rec.request_load(3600)
+    assert rec.flush() and not errors
+    assert set(loaded[-1]) == {"rack-1", "this computer"} and len(loaded[-1]["rack-1"].t) == 60
+    with HistoryStore(path) as store:
+        assert set(store.load(3600)) == {node.node_id, "local-1234"}
+        assert store.labels()[node.node_id] == "rack-1"

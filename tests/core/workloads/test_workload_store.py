@@ -15,7 +15,10 @@ from sparksync.core.workloads.fabric_settings import load_fabric_settings, save_
 from sparksync.core.workloads.launch_request import apply_overrides, parse_settings, resolve
 from sparksync.core.workloads.plan import Group, Plan
 from sparksync.core.workloads.recipe_files import find_recipe
+from sparksync.core.nodes.registry import Registry
 from sparksync.core.workloads.workload_store import (
+    STORE_VERSION,
+    Endpoint,
     RankRef,
     UnknownWorkloadError,
     WorkloadRecord,
@@ -23,6 +26,7 @@ from sparksync.core.workloads.workload_store import (
     WorkloadStoreError,
     new_workload_id,
 )
+from tests.core.node_factory import paired_node
 
 
 def record(workload_id: str) -> WorkloadRecord:
@@ -43,7 +47,7 @@ def test_records_survive_a_new_store_and_concurrent_writers(tmp_path):
     with pytest.raises(UnknownWorkloadError, match="workload list"):
         WorkloadStore(path).get("w3")
     assert oct(path.stat().st_mode & 0o777) == "0o600"
-    assert json.loads(path.read_text())["version"] == 1
+    assert json.loads(path.read_text())["version"] == STORE_VERSION == 2
 
 
 def test_a_newer_or_broken_record_is_refused_and_left_alone(tmp_path):
@@ -107,3 +111,86 @@ def test_fabric_settings_default_round_trip_and_refuse_a_broken_file(tmp_path):
     path.write_text('{"topology": "mesh"}')
     with pytest.raises(FabricError, match="topology"):
         load_fabric_settings(path)
+
+
+# --- identity: records follow their nodes through renames ------------------------------------
+
+
+def _pair(*names: str) -> list:
+    registry = Registry()
+    nodes = [paired_node(name, i) for i, name in enumerate(names, 1)]
+    for node in nodes:
+        registry.add(node)
+    return nodes
+
+
+def test_a_record_keeps_its_nodes_ids_and_shows_their_names_now(tmp_path):
+    a, b = _pair("a", "b")
+    store = WorkloadStore(tmp_path / "workloads.json")
+    with_endpoint = record("w").model_copy(
+        update={"endpoints": [Endpoint(group="r-1", node="a", host="127.0.0.1", port=8080)]}
+    )
+    store.add(with_endpoint)
+    saved = json.loads((tmp_path / "workloads.json").read_text())["workloads"][0]
+    assert saved["node_ids"] == {"a": a.node_id, "b": b.node_id}
+    Registry().rename("a", "rack-a")
+    got = WorkloadStore(tmp_path / "workloads.json").get("w")
+    assert got.plan.groups[0].nodes == ["rack-a", "b"] and got.nodes() == ["b", "rack-a"]
+    assert got.endpoints[0].node == "rack-a" and got.node_ids == {"rack-a": a.node_id, "b": b.node_id}
+    store.add(record("w2"))  # a change writes the current names back, with the same ids
+    again = json.loads((tmp_path / "workloads.json").read_text())["workloads"][0]
+    assert again["node_ids"] == {"rack-a": a.node_id, "b": b.node_id} and again["ranks"][1]["node"] == "rack-a"
+
+
+def test_a_version_1_record_finds_its_nodes_by_name_even_after_a_rename(tmp_path):
+    a, _ = _pair("a", "b")
+    path = tmp_path / "workloads.json"
+    v1 = {"version": 1, "workloads": [record("w").model_dump(mode="json", exclude={"node_ids"})]}
+    path.write_text(json.dumps(v1))
+    Registry().rename("a", "rack-a")  # before any SparkSync with ids read the file
+    store = WorkloadStore(path)
+    assert store.get("w").nodes() == ["b", "rack-a"]
+    store.remove("nothing")  # any change writes version 2
+    data = json.loads(path.read_text())
+    assert data["version"] == 2 and data["workloads"][0]["node_ids"]["rack-a"] == a.node_id
+
+
+def test_a_record_of_an_unpaired_node_keeps_its_old_name(tmp_path):
+    a, b = _pair("a", "b")
+    store = WorkloadStore(tmp_path / "workloads.json")
+    store.add(record("w"))
+    Registry().remove("a")
+    got = store.get("w")
+    assert got.nodes() == ["b", "a"] and got.node_ids == {"a": a.node_id, "b": b.node_id}
+
+
+def test_fabric_settings_are_filed_by_node_id_and_read_by_name(tmp_path):
+    (a,) = _pair("spark-1")
+    path = tmp_path / "fabric.json"
+    save_fabric_settings(FabricSettings(primary_interface={"spark-1": "enP2p1s0f1np1", "elsewhere": "eth9"}), path)
+    data = json.loads(path.read_text())
+    assert data["version"] == 2 and data["primary_interface"] == {a.node_id: "enP2p1s0f1np1", "elsewhere": "eth9"}
+    Registry().rename("spark-1", "rack-1")
+    assert load_fabric_settings(path).primary_interface == {"rack-1": "enP2p1s0f1np1", "elsewhere": "eth9"}
+
+
+def test_version_1_fabric_settings_by_name_are_read_and_saved_by_id(tmp_path):
+    (a,) = _pair("spark-1")
+    path = tmp_path / "fabric.json"
+    path.write_text(json.dumps({"version": 1, "topology": "ring", "primary_interface": {"spark-1": "enp1s0f0np0"}}))
+    Registry().rename("spark-1", "rack-1")  # the former name still finds the node
+    settings = load_fabric_settings(path)
+    assert settings.primary_interface == {"rack-1": "enp1s0f0np0"} and settings.topology is Topology.ring
+    save_fabric_settings(settings, path)
+    assert json.loads(path.read_text())["primary_interface"] == {a.node_id: "enp1s0f0np0"}
+
+
+def test_a_gone_nodes_old_name_taken_by_another_node_is_not_mixed_up_with_it(tmp_path):
+    a, b = _pair("a", "b")
+    store = WorkloadStore(tmp_path / "workloads.json")
+    store.add(record("w"))
+    Registry().remove("a")
+    Registry().rename("b", "a")  # the name "a" now belongs to b
+    got = store.get("w")
+    assert got.plan.groups[0].nodes == ["a (unpaired)", "a"]
+    assert got.node_ids == {"a (unpaired)": a.node_id, "a": b.node_id}
