@@ -109,9 +109,15 @@ class BreakerConfig(_Strict):
 class LimitsConfig(_Strict):
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     connect_timeout_s: float = Field(3.0, gt=0)
-    # Between two bytes from a replica; the first byte waits for queueing and prefill too.
+    # Streams: the silence allowed between two bytes from a replica (the first byte waits for
+    # queueing and prefill too).
     read_timeout_s: float = Field(300.0, gt=0)
+    # Non-streamed answers: how long a replica may take for the whole answer. llama-server and
+    # others send nothing until they have generated all of it, so no idle timeout fits them.
+    answer_timeout_s: float = Field(600.0, gt=0)
     request_timeout_s: float = Field(900.0, gt=0)
+    # Replicas tried before a request fails; only while no engine took the request on (a refused
+    # connect, or an answer of 503/429): a request an engine received is never sent again.
     max_attempts: int = Field(3, ge=1, description="replicas tried before a request fails")
 
 

@@ -193,6 +193,25 @@ async def _batch_with_a_kill(url: str, victim, n: int, max_tokens: int) -> tuple
     return outcomes, killed_at
 
 
+def test_a_non_streamed_generation_longer_than_the_stream_idle_timeout_runs_once(
+    routed, large_replica
+):
+    """llama-server sends a non-streamed answer only when all of it is generated: it must not be cut
+    by the idle timeout meant for streams, nor sent again, nor count against the replica."""
+    gw = routed({"kind": "fixed_share", "large_share": 1}, limits={"read_timeout_s": 0.1})
+    before = predicted(large_replica)
+    started = time.monotonic()
+    answer = httpx.post(gw.url + CHAT, json=ask(max_tokens=160), timeout=120)
+    took = time.monotonic() - started
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["usage"]["completion_tokens"] == 160
+    assert took > 0.1, f"the answer took {took:.2f} s: too fast to prove anything"
+    assert wait_predicted(large_replica, before + 160) == before + 160  # generated once, not again
+    assert answer.headers["x-switchyard-replica"] == large_replica.base_url
+    replica = gw.gateway.pools["large"].replicas[0]
+    assert replica.breaker.state.value == "closed" and replica.available
+
+
 def test_killing_a_replica_loses_no_request_that_had_not_started(
     llama_binaries, tiny_model, tmp_path, gateway
 ):
@@ -225,9 +244,9 @@ def test_llama_server_closing_after_each_stream_gets_a_spare_connection_ready(sm
     used_spare = []
     exchange = WireClient._exchange
 
-    async def noted(self, conn, request):
+    async def noted(self, conn, request, *timeouts):
         used_spare.append(conn.spare)
-        return await exchange(self, conn, request)
+        return await exchange(self, conn, request, *timeouts)
 
     monkeypatch.setattr(WireClient, "_exchange", noted)
     body = json.dumps({**ask(max_tokens=8), "model": "any", "stream": True}).encode()

@@ -76,7 +76,9 @@ def rules(**overrides) -> RulesPolicy:
 def test_rules_short_plain_question_goes_small_with_its_score():
     decision = rules().decide(chat("What is the capital of France?"))
     assert decision.pool == "s" and decision.score == pytest.approx(0.002)  # 30 characters: ~8 tokens
-    assert decision.reason.startswith("score 0.00 < 1: prompt of ~8 tokens +0.00")
+    # The prompt's 0.002 counts in the score; a reason that would read "+0.00" is left out.
+    assert decision.reason == "score 0.00 < 1"
+    assert decision.details == ("(no feature adds 0.01 or more to the score)",)
 
 
 def test_rules_each_feature_adds_its_weighted_points():

@@ -66,7 +66,8 @@ class EvalHistory:
             cursor = conn.execute(
                 f"INSERT INTO switchyard_evals ({names}) VALUES ({marks})", tuple(row.values())
             )
-        return int(cursor.lastrowid)
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
 
     def list_evals(self, limit: int | None = None) -> list[EvalListItem]:
         """Newest first, without reading any report JSON."""

@@ -132,7 +132,8 @@ def _json_kind(value: Any) -> str:
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+    kinds: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return kinds.get(type(value), "null")
 
 
 def _number(want: Any, got: Any, schema: dict, rule: Scoring) -> str | None:
@@ -177,7 +178,7 @@ def _boolean(want: Any, got: Any, schema: dict, rule: Scoring) -> str | None:
 def _array(want: Any, got: Any, schema: dict, rule: Scoring) -> str | None:
     if not isinstance(got, list) or len(got) != len(want):
         return f"expected {len(want)} item(s) {want!r}, got {got!r}"
-    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    items: dict = schema["items"] if isinstance(schema.get("items"), dict) else {}
     if schema.get("uniqueItems"):
         return _unordered(want, got, items, rule)
     for i, (w, g) in enumerate(zip(want, got)):
