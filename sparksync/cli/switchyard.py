@@ -3,8 +3,10 @@
     sparksync switchyard serve --config FILE [--reach tunnel|direct]   # pools may name running workloads
     sparksync switchyard launch --config FILE --node spark-1 [--dry-run]  # the gateway as a workload on a node
     sparksync switchyard explain REQUEST.json [--config FILE] [--pool NAME] [--json]
-    sparksync switchyard eval --cases FILE --config FILE [--concurrency C] [--max-tokens N]
+    sparksync switchyard eval (--cases FILE | --suite bfcl [--categories A,B] [--limit N])
+                              --config FILE [--concurrency C] [--max-tokens N] [--stream]
                               [--out FILE] [--json]
+    sparksync switchyard convert --suite bfcl [--categories A,B] [--limit N] --out FILE
     sparksync switchyard history [--limit N] [--json]       # the stored evals, newest first
     sparksync switchyard show ID [--json]                   # one stored eval's report
 
@@ -179,14 +181,44 @@ def explain_command(request_file: Path, config_path: Path | None, pool: str | No
     click.echo(json.dumps(result.as_dict(), indent=2) if as_json else render(result))
 
 
+def _cases_options(command):
+    """--cases FILE, or --suite NAME with --categories and --limit: where an eval's cases come from."""
+    options = [
+        click.option("--cases", "cases_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="A switchyard-cases file (see docs/switchyard.md)."),
+        click.option("--suite", type=click.Choice(["bfcl"]),
+                     help="A public suite, from its installed package: bfcl (the Berkeley Function Calling "
+                          "Leaderboard; pip install --no-deps bfcl-eval==2026.3.23)."),
+        click.option("--categories", metavar="A,B,...",
+                     help="The suite's categories (bfcl: simple, multiple, parallel, parallel_multiple, "
+                          "irrelevance; default simple,multiple,parallel)."),
+        click.option("--limit", type=click.IntRange(1), help="At most N cases, taken in turn from each category."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _load_cases(cases_path: Path | None, suite: str | None, categories: str | None, limit: int | None):
+    """(the cases, where they came from, the suite's label or None)."""
+    from sparksync.switchyard.eval.cases import load_cases
+    from sparksync.switchyard.eval.suites import load_suite, suite_label
+
+    if (cases_path is None) == (suite is None):
+        raise click.UsageError("give the cases as --cases FILE or --suite NAME (one of the two)")
+    if suite is None:
+        if categories or limit:
+            raise click.UsageError("--categories and --limit go with --suite")
+        assert cases_path is not None
+        return load_cases(cases_path), str(cases_path), None
+    names = [c.strip() for c in categories.split(",") if c.strip()] if categories else None
+    cases = load_suite(suite, names, limit)
+    label = suite_label(cases)
+    return cases, f"{label}: {', '.join(cases.categories())}", label
+
+
 @switchyard.command("eval")
-@click.option(
-    "--cases",
-    "cases_path",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A switchyard-cases/1 file (see docs/switchyard.md).",
-)
+@_cases_options
 @_config_option
 @_reach_option
 @click.option("--concurrency", default=8, show_default=True, type=click.IntRange(1, 1024))
@@ -197,6 +229,7 @@ def explain_command(request_file: Path, config_path: Path | None, pool: str | No
     type=click.IntRange(1),
     help="For cases that set no max_tokens of their own.",
 )
+@click.option("--stream", is_flag=True, help="Stream the answers (and measure time to first token).")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -204,24 +237,28 @@ def explain_command(request_file: Path, config_path: Path | None, pool: str | No
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
 def eval_command(
-    cases_path: Path,
+    cases_path: Path | None,
+    suite: str | None,
+    categories: str | None,
+    limit: int | None,
     config_path: Path | None,
     reach: str,
     concurrency: int,
     max_tokens: int,
+    stream: bool,
     out: Path | None,
     as_json: bool,
 ) -> None:
     """Play the cases against the gateway, the large pool alone and the small pool alone."""
-    from sparksync.switchyard.eval.cases import load_cases
     from sparksync.switchyard.eval.history import EvalHistory
     from sparksync.switchyard.eval.play import play
     from sparksync.switchyard.eval.report import render, save_report
 
+    cases, origin, label = _load_cases(cases_path, suite, categories, limit)
     config = _config(config_path)
     history = EvalHistory()  # opened first: a history that cannot be used stops the eval before it runs
     with _pool_source(config, reach) as source:
-        report = play(config, load_cases(cases_path), cases_path, concurrency, max_tokens, source)
+        report = play(config, cases, origin, concurrency, max_tokens, source, stream=stream, suite=label)
     eval_id = history.add(report)
     path = save_report(
         report, out or data_dir() / "switchyard" / f"eval-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -230,6 +267,22 @@ def eval_command(
     click.echo(
         f"stored as eval {eval_id} (sparksync switchyard show {eval_id}); report written to {path}", err=True
     )
+
+
+@switchyard.command("convert")
+@click.option("--suite", required=True, type=click.Choice(["bfcl"]), help="The public suite to convert.")
+@click.option("--categories", metavar="A,B,...", help="The suite's categories (as for eval).")
+@click.option("--limit", type=click.IntRange(1), help="At most N cases, taken in turn from each category.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The switchyard-cases file to write.")  # fmt: skip
+def convert_command(suite: str, categories: str | None, limit: int | None, out: Path) -> None:
+    """Write a suite's cases as a switchyard-cases file (to read, edit or replay with --cases)."""
+    from sparksync_agent.atomic import write_atomic
+
+    cases, origin, _ = _load_cases(None, suite, categories, limit)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, cases.model_dump_json(indent=2, exclude_none=True, exclude_defaults=True) + "\n")
+    click.echo(f"{len(cases.cases)} cases ({origin}) written to {out}")
 
 
 @switchyard.command("history")

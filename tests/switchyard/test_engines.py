@@ -271,3 +271,36 @@ def test_llama_server_closing_after_each_stream_gets_a_spare_connection_ready(sm
     # 1st: a new connection, which the replica closes; the 2nd finds it closed, learns, and opens a
     # new one and a spare; the 3rd and 4th each go out on the spare opened during the answer before.
     assert used_spare == [False, False, True, True], used_spare
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_bfcl_eval_runs_through_the_gateway_on_real_engines(small_replicas, large_replica, tmp_path, stream):
+    """The real path of `switchyard eval --suite bfcl`: the suite's cases from the installed package, the
+    gateway, real llama-server pools. Random tiny models never call a tool, so the score is 0 and the
+    eval must say there is no score rather than claim parity."""
+    from click.testing import CliRunner
+
+    from sparksync.cli.main import cli
+    from sparksync.switchyard.eval.report import NO_SCORE
+
+    config = tmp_path / "switchyard.json"
+    config.write_text(json.dumps({
+        "pools": {"small": {"urls": [s.base_url for s in small_replicas], "model": "tiny-small"},
+                  "large": {"urls": [large_replica.base_url], "model": "tiny-large"}},
+        "policy": {"kind": "fixed_share", "small": "small", "large": "large", "large_share": "1/2"},
+    }))  # fmt: skip
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(cli, [
+        "switchyard", "eval", "--suite", "bfcl", "--limit", "6", "--config", str(config), "--concurrency", "3",
+        "--max-tokens", "12", "--out", str(out), *(["--stream"] if stream else []),
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    for target in report["targets"]:
+        assert target["errors"] == 0, target["outcomes"]
+        assert all(o["output_tokens"] > 0 for o in target["outcomes"]), target["outcomes"]
+        assert target["categories"] == {"simple": 0.0, "multiple": 0.0, "parallel": 0.0}
+    assert report["targets"][0]["share"] == {"large": 0.5, "small": 0.5}
+    assert report["gain"]["parity"] is None and report["gain"]["summary"].startswith(NO_SCORE)
+    if stream:
+        assert all(t["ttft_p50_ms"] > 0 for t in report["targets"])

@@ -103,7 +103,7 @@ def _to_row(report: EvalReport) -> dict:
         "gateway_tps": gateway.output_tokens_per_s if gateway else None,
         "large_tps": large.output_tokens_per_s if large else None,
         "throughput_x": report.gain.throughput_x,
-        "parity": int(report.gain.parity),
+        "parity": None if report.gain.parity is None else int(report.gain.parity),
         "summary": report.gain.summary,
         "report_json": report.model_dump_json(),
     }
