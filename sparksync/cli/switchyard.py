@@ -6,6 +6,10 @@
     sparksync switchyard eval (--cases FILE | --suite bfcl [--categories A,B] [--limit N])
                               --config FILE [--concurrency C] [--max-tokens N] [--stream]
                               [--out FILE] [--json]
+    sparksync switchyard eval ... --sweep large_share=1,1/2,1/4,0 [--load-s S] [--png F] [--csv F]
+    sparksync switchyard calibrate (--cases FILE | --suite bfcl ...) --config FILE [--values V,V] [--tolerance T]
+    sparksync switchyard sweeps [--limit N] [--json]        # the stored sweeps, newest first
+    sparksync switchyard show-sweep ID [--json] [--png F] [--csv F]
     sparksync switchyard convert --suite bfcl [--categories A,B] [--limit N] --out FILE
     sparksync switchyard history [--limit N] [--json]       # the stored evals, newest first
     sparksync switchyard show ID [--json]                   # one stored eval's report
@@ -217,11 +221,60 @@ def _load_cases(cases_path: Path | None, suite: str | None, categories: str | No
     return cases, f"{label}: {', '.join(cases.categories())}", label
 
 
+def _sweep_options(command):
+    options = [
+        click.option("--sweep", metavar="PARAM=V,V,...",
+                     help="Sweep the policy: large_share=1,1/2,1/4,0 (fixed_share) or threshold=0.5,1,2 (rules, "
+                          "cascade). Streams the suite and a throughput load at each point."),
+        click.option("--load-s", default=60.0, show_default=True, type=click.FloatRange(min=1.0),
+                     help="With --sweep: seconds of throughput load per point."),
+        click.option("--png", type=click.Path(dir_okay=False, path_type=Path),
+                     help="With --sweep: also draw the chart (score against throughput) into this PNG."),
+        click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path),
+                     help="With --sweep: also write the points as CSV."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _sweep_and_store(config, cases, origin, label, sweep, reach, concurrency, max_tokens, load_s, png, csv_path,
+                     out, as_json, on_done=None):  # fmt: skip
+    """Run a sweep, store it, write its files, print it; returns the report."""
+    from sparksync.switchyard.eval.history import SweepHistory
+    from sparksync.switchyard.eval.sweep import SweepSettings, SweepSpec, render, run_sweep, save_sweep
+
+    spec = SweepSpec.parse(sweep)
+    spec.check(config)
+    history = SweepHistory()  # opened first: a history that cannot be used stops the sweep before it runs
+    settings = SweepSettings(concurrency=concurrency, max_tokens=max_tokens, load_s=load_s)
+    with _pool_source(config, reach) as source:
+        report = run_sweep(config, cases, spec, settings, source, origin, label,
+                           on_progress=lambda line: click.echo(line, err=True))  # fmt: skip
+    sweep_id = history.add(report)
+    path = save_sweep(report, out or data_dir() / "switchyard" / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    _sweep_files(report, png, csv_path)
+    click.echo(report.model_dump_json(indent=2) if as_json else render(report))
+    click.echo(f"stored as sweep {sweep_id} (sparksync switchyard show-sweep {sweep_id}); report written to {path}",
+               err=True)  # fmt: skip
+    return report
+
+
+def _sweep_files(report, png: Path | None, csv_path: Path | None) -> None:
+    from sparksync.switchyard.eval.sweep_chart import write_csv, write_png
+
+    if png is not None:
+        click.echo(f"chart written to {write_png(report, png)}", err=True)
+    if csv_path is not None:
+        click.echo(f"points written to {write_csv(report, csv_path)}", err=True)
+
+
 @switchyard.command("eval")
 @_cases_options
 @_config_option
 @_reach_option
-@click.option("--concurrency", default=8, show_default=True, type=click.IntRange(1, 1024))
+@click.option("--concurrency", type=click.IntRange(1, 1024),
+              help="Requests in flight. Default 8; with --sweep, 4 per replica of both pools.")  # fmt: skip
 @click.option(
     "--max-tokens",
     default=256,
@@ -230,10 +283,12 @@ def _load_cases(cases_path: Path | None, suite: str | None, categories: str | No
     help="For cases that set no max_tokens of their own.",
 )
 @click.option("--stream", is_flag=True, help="Stream the answers (and measure time to first token).")
+@_sweep_options
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Where to write the JSON report. Default: switchyard/eval-TIME.json in the data directory.",
+    help="Where to write the JSON report. Default: switchyard/eval-TIME.json (sweep-TIME.json) in the data "
+    "directory.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
 def eval_command(
@@ -243,19 +298,32 @@ def eval_command(
     limit: int | None,
     config_path: Path | None,
     reach: str,
-    concurrency: int,
+    concurrency: int | None,
     max_tokens: int,
     stream: bool,
+    sweep: str | None,
+    load_s: float,
+    png: Path | None,
+    csv_path: Path | None,
     out: Path | None,
     as_json: bool,
 ) -> None:
-    """Play the cases against the gateway, the large pool alone and the small pool alone."""
+    """Play the cases against the gateway, the large pool alone and the small pool alone.
+
+    With --sweep, play the suite and a throughput load at each setting of the policy instead."""
     from sparksync.switchyard.eval.history import EvalHistory
     from sparksync.switchyard.eval.play import play
     from sparksync.switchyard.eval.report import render, save_report
 
     cases, origin, label = _load_cases(cases_path, suite, categories, limit)
     config = _config(config_path)
+    if sweep is not None:
+        _sweep_and_store(config, cases, origin, label, sweep, reach, concurrency, max_tokens, load_s, png,
+                         csv_path, out, as_json)  # fmt: skip
+        return
+    if png or csv_path:
+        raise click.UsageError("--png and --csv go with --sweep")
+    concurrency = concurrency or 8
     history = EvalHistory()  # opened first: a history that cannot be used stops the eval before it runs
     with _pool_source(config, reach) as source:
         report = play(config, cases, origin, concurrency, max_tokens, source, stream=stream, suite=label)
@@ -283,6 +351,81 @@ def convert_command(suite: str, categories: str | None, limit: int | None, out: 
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, cases.model_dump_json(indent=2, exclude_none=True, exclude_defaults=True) + "\n")
     click.echo(f"{len(cases.cases)} cases ({origin}) written to {out}")
+
+
+@switchyard.command("calibrate")
+@_cases_options
+@click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="The gateway's config (TOML or JSON): its policy is swept, and the chosen setting written "
+                   "into it.")  # fmt: skip
+@_reach_option
+@click.option("--values", metavar="V,V,...",
+              help="The settings to try. Default: large_share 1,1/2,1/4,1/8,0 (fixed_share), threshold "
+                   "0.25,0.5,1,2,4 (rules, cascade).")  # fmt: skip
+@click.option("--tolerance", default=1.0, show_default=True, type=click.FloatRange(min=0.0),
+              help="Score points below large-only that still count as keeping its score.")  # fmt: skip
+@click.option("--concurrency", type=click.IntRange(1, 1024), help="Streams in flight (default: 4 per replica).")
+@click.option("--max-tokens", default=256, show_default=True, type=click.IntRange(1))
+@click.option("--load-s", default=60.0, show_default=True, type=click.FloatRange(min=1.0))
+@click.option("--dry-run", is_flag=True, help="Sweep and choose, but leave the config as it is.")
+def calibrate_command(cases_path: Path | None, suite: str | None, categories: str | None, limit: int | None,
+                      config_path: Path, reach: str, values: str | None, tolerance: float,
+                      concurrency: int | None, max_tokens: int, load_s: float, dry_run: bool) -> None:  # fmt: skip
+    """Sweep the policy and write the smallest large share (or threshold) that keeps the score into the config."""
+    from sparksync.switchyard.eval.calibrate import choose, write_setting
+
+    cases, origin, label = _load_cases(cases_path, suite, categories, limit)
+    config = _config(config_path)
+    parameter = "large_share" if config.policy.kind == "fixed_share" else "threshold"
+    default = "1,1/2,1/4,1/8,0" if parameter == "large_share" else "0.25,0.5,1,2,4"
+    report = _sweep_and_store(config, cases, origin, label, f"{parameter}={values or default}", reach, concurrency,
+                              max_tokens, load_s, None, None, None, False)  # fmt: skip
+    chosen = choose(report, tolerance)
+    assert chosen.setting is not None
+    share = "-" if chosen.large_share is None else f"{100 * chosen.large_share:.0f}%"
+    what = (f"{parameter} = {chosen.setting}: score {chosen.score:.1f} (large-only {report.anchor.score:.1f}), "
+            f"{share} of requests large, {chosen.throughput_x or 0:.2f}x throughput")  # fmt: skip
+    if dry_run:
+        click.echo(f"would set policy.{what} (--dry-run: {config_path} unchanged)")
+        return
+    write_setting(config_path, parameter, chosen.setting)
+    click.echo(f"set policy.{what} in {config_path}")
+
+
+@switchyard.command("sweeps")
+@click.option("--limit", type=click.IntRange(min=1), help="Show only the newest N sweeps.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+def sweeps_command(limit: int | None, as_json: bool) -> None:
+    """The stored sweeps, newest first."""
+    from sparksync.switchyard.eval.history import SweepHistory, sweeps_as_json
+
+    items = SweepHistory().list_sweeps(limit)
+    if as_json:
+        click.echo(sweeps_as_json(items))
+        return
+    if not items:
+        click.echo("no Switchyard sweeps stored yet; run one with `sparksync switchyard eval --sweep ...`")
+        return
+    click.echo(f"{'id':>4}  {'when (UTC)':<16}  {'policy':<11}  {'swept':<28}  {'cases':>5}  {'large':>6}  summary")
+    for i in items:
+        swept = f"{i.parameter}={i.settings.replace(' ', '')}"
+        click.echo(f"{i.id:>4}  {i.created_at:%Y-%m-%d %H:%M}  {i.policy:<11}  {swept:<28}  {i.cases:>5}  "
+                   f"{_score(i.anchor_score):>6}  {i.summary or '-'}")  # fmt: skip
+
+
+@switchyard.command("show-sweep")
+@click.argument("sweep_id", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole stored report.")
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Draw its chart into this PNG.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), help="Write its points as CSV.")
+def show_sweep_command(sweep_id: int, as_json: bool, png: Path | None, csv_path: Path | None) -> None:
+    """One stored sweep: its table and summary; --png and --csv export it."""
+    from sparksync.switchyard.eval.history import SweepHistory
+    from sparksync.switchyard.eval.sweep import render
+
+    report = SweepHistory().get(sweep_id)
+    click.echo(report.model_dump_json(indent=2) if as_json else render(report))
+    _sweep_files(report, png, csv_path)
 
 
 @switchyard.command("history")

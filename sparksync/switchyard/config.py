@@ -163,6 +163,11 @@ DEFAULT_REFUSALS = [
 
 class CascadePolicyConfig(_PolicyBase):
     kind: Literal["cascade"]
+    # With a threshold, a request whose rules score (weights, keywords: as the rules policy's)
+    # is at or above it goes straight to the large pool; only the others try small first.
+    threshold: float | None = None
+    weights: RuleWeights = Field(default_factory=RuleWeights)
+    keywords: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_KEYWORDS))
     refusal_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_REFUSALS))
     # A request whose tool_choice demands a call ("required" or a named function) fails without one.
     require_demanded_tool_call: bool = True

@@ -47,3 +47,16 @@ def _value(values):
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         return [{k: _first(v) for k, v in item.items() if _first(v) != ""} for item in value]
     return value
+
+
+def bfcl_scripts(cases, large_delay_s: float = 0.0) -> tuple[dict[str, Reply], dict[str, Reply]]:
+    """Scripts for two replicas: large answers every case right; small gets the single calls right
+    and botches the parallel ones (a text answer)."""
+    large = {last_user_text(c): right_reply(c) for c in cases.cases}
+    for reply in large.values():
+        reply.delay_s = large_delay_s
+    small = {
+        last_user_text(c): right_reply(c) if c.category != "parallel" else Reply(content="I'd rather not.")
+        for c in cases.cases
+    }
+    return small, large

@@ -304,3 +304,25 @@ def test_a_bfcl_eval_runs_through_the_gateway_on_real_engines(small_replicas, la
     assert report["gain"]["parity"] is None and report["gain"]["summary"].startswith(NO_SCORE)
     if stream:
         assert all(t["ttft_p50_ms"] > 0 for t in report["targets"])
+
+
+def test_a_sweep_runs_end_to_end_on_real_engines(small_replicas, large_replica):
+    """`switchyard eval --sweep` on the real path: the BFCL cases, the gateway, real llama-server pools,
+    streamed, with a throughput load at each point. The tiny models score 0, so there is no score, and the
+    sweep says so; the large pool is ten times slower, so sending less to it raises the throughput."""
+    from sparksync.switchyard.eval.report import NO_SCORE
+    from sparksync.switchyard.eval.suites import load_suite
+    from sparksync.switchyard.eval.sweep import SweepSettings, SweepSpec, run_sweep
+
+    config = config_for([s.base_url for s in small_replicas], [large_replica.base_url],
+                        {"kind": "fixed_share", "large_share": 1})  # fmt: skip
+    config.pools["small"].model, config.pools["large"].model = "tiny-small", "tiny-large"
+    settings = SweepSettings(concurrency=4, max_tokens=24, load_s=3, settle_s=0.5)
+    report = run_sweep(config, load_suite("bfcl", limit=6), SweepSpec.parse("large_share=1,1/4"), settings)
+    anchor, quarter = report.points
+    assert anchor.anchor and anchor.large_share == 1 and 0.1 <= quarter.large_share <= 0.4
+    for point in report.points:
+        assert point.score == 0 and point.score_errors == 0 and point.load_errors == 0, point
+        assert point.requests > 0 and point.output_tokens_per_s > 0 and point.ttft_p50_ms > 0
+    assert quarter.throughput_x > 1.5, report.points
+    assert report.summary().startswith(NO_SCORE)

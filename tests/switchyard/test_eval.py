@@ -215,14 +215,9 @@ def test_cli_lists_and_shows_stored_evals(pools, tmp_path):
 
 
 def bfcl_pools(fake, cases):
-    """Large answers every case right; small gets the single calls right and botches parallel ones."""
-    from tests.switchyard.suite_answers import last_user_text, right_reply
+    from tests.switchyard.suite_answers import bfcl_scripts
 
-    large = {last_user_text(c): right_reply(c) for c in cases.cases}
-    small = {
-        last_user_text(c): right_reply(c) if c.category != "parallel" else Reply(content="I'd rather not.")
-        for c in cases.cases
-    }
+    small, large = bfcl_scripts(cases)
     return fake("small", small), fake("large", large)
 
 

@@ -194,3 +194,14 @@ def test_cascade_optional_checks():
     assert cascade(refusal_patterns=[r"sunny"]).failures(Answer("Sunny."), REQUEST)[0].startswith("refusal")
     relaxed = cascade(require_demanded_tool_call=False)
     assert relaxed.failures(Answer("Sunny."), {**REQUEST, "tool_choice": "required"}) == []
+
+
+def test_cascade_with_a_threshold_sends_high_scoring_requests_straight_to_large():
+    policy = cascade(threshold=1.0)
+    hard = policy.decide(chat("Prove it step by step", reasoning_effort="high"))
+    assert hard.pool == "l" and hard.escalate_to is None  # no small answer to wait for
+    assert hard.reason.startswith("straight to l: score 2.25 >= 1") and hard.score == pytest.approx(2.25, abs=0.005)  # and the prompt's thousandths
+    easy = policy.decide(chat("What is the capital of France?"))
+    assert easy.pool == "s" and easy.escalate_to == "l"
+    # Without a threshold nothing skips the small pool, however hard it scores.
+    assert cascade().decide(chat("Prove it step by step", reasoning_effort="high")).pool == "s"

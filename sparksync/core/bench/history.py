@@ -5,7 +5,8 @@ so listing a thousand runs reads no JSON; the JSON columns (llama-benchy's
 full result last of all) are read only when one run is opened. SQLite keeps
 a row's tail in overflow pages, so a listing never even touches the blobs.
 
-The same file holds the Switchyard eval reports (``switchyard_evals``, see
+The same file holds the Switchyard eval reports and sweeps
+(``switchyard_evals``, ``switchyard_sweeps``, see
 ``sparksync.switchyard.eval.history``), so one history backs the Benchmarks
 panel.
 
@@ -146,7 +147,25 @@ _V2 = (
     )""",
     "CREATE INDEX switchyard_evals_by_time ON switchyard_evals (created_at DESC, id DESC)",
 )
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+# Version 3: Switchyard's traffic-split sweeps (``sparksync.switchyard.eval.history``).
+_V3 = (
+    """CREATE TABLE switchyard_sweeps (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        case_file TEXT NOT NULL,
+        cases INTEGER NOT NULL,
+        policy TEXT NOT NULL,
+        parameter TEXT NOT NULL,
+        settings TEXT NOT NULL,
+        concurrency INTEGER NOT NULL,
+        anchor_score REAL,
+        best_x REAL,
+        summary TEXT,
+        report_json TEXT NOT NULL
+    )""",
+    "CREATE INDEX switchyard_sweeps_by_time ON switchyard_sweeps (created_at DESC, id DESC)",
+)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 
 _LIST_COLUMNS = ("id", "created_at", "kind", "status", "model", "profile_name", "cluster_size", "topology",
                  "collective_backend", "label", "sweep_id", "decode_tps", "prefill_tps", "ttft_ms",
