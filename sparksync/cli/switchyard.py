@@ -7,6 +7,7 @@
                               --config FILE [--concurrency C] [--max-tokens N] [--stream]
                               [--out FILE] [--json]
     sparksync switchyard eval ... --sweep large_share=1,1/2,1/4,0 [--load-s S] [--png F] [--csv F]
+    sparksync switchyard layout --large R --small R --nodes a,b,... [--gateway here|NODE] [--check]
     sparksync switchyard calibrate (--cases FILE | --suite bfcl ...) --config FILE [--values V,V] [--tolerance T]
     sparksync switchyard sweeps [--limit N] [--json]        # the stored sweeps, newest first
     sparksync switchyard show-sweep ID [--json] [--png F] [--csv F]
@@ -351,6 +352,103 @@ def convert_command(suite: str, categories: str | None, limit: int | None, out: 
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, cases.model_dump_json(indent=2, exclude_none=True, exclude_defaults=True) + "\n")
     click.echo(f"{len(cases.cases)} cases ({origin}) written to {out}")
+
+
+@switchyard.command("layout")
+@click.option("--large", "large_name", required=True, help="The large model's recipe (e.g. a llamacpp-rpc or vllm one).")
+@click.option("--small", "small_name", required=True, help="The small model's recipe.")
+@click.option("--nodes", required=True, help="2, 4 or 8 comma-separated node names; the large replicas take the first.")
+@click.option("--set-large", multiple=True, metavar="KEY=VALUE", help="A field of the large recipe (as workload start --set).")
+@click.option("--set-small", multiple=True, metavar="KEY=VALUE", help="A field of the small recipe.")
+@click.option("--policy", "policy_kind", type=click.Choice(["fixed_share", "rules", "cascade"]), default="fixed_share",
+              show_default=True, help="The gateway's routing policy.")
+@click.option("--large-share", default="1/4", show_default=True, help="With fixed_share: the share sent large.")
+@click.option("--threshold", type=float, help="With rules (or cascade): the score that sends a request large.")
+@click.option("--gateway", "gateway_at", default="here", show_default=True, metavar="here|NODE",
+              help="Serve the gateway here (until Ctrl-C; the replicas keep running), or start it on NODE as a "
+                   "workload.")
+@click.option("--program", default="sparksync", show_default=True,
+              help="With --gateway NODE: the command that runs SparkSync there.")
+@click.option("--port", default=8400, show_default=True, type=click.IntRange(1, 65535), help="The gateway's port.")
+@click.option("--config-out", type=click.Path(dir_okay=False, path_type=Path),
+              help=f"Where to write the gateway's config. Default: {CONFIG_NAME} in SparkSync's config directory.")
+@click.option("--force", is_flag=True, help="Overwrite an existing --config-out.")
+@click.option("--check", "check_only", is_flag=True, help="Show the plan and the memory check; start nothing.")
+@_reach_option
+def layout_command(large_name: str, small_name: str, nodes: str, set_large: tuple[str, ...],
+                   set_small: tuple[str, ...], policy_kind: str, large_share: str, threshold: float | None,
+                   gateway_at: str, program: str, port: int, config_out: Path | None, force: bool,
+                   check_only: bool, reach: str) -> None:  # fmt: skip
+    """The published layout in one step: 3 x large on 2 nodes + 2 x small on 1 node (8 nodes; or its 4- and
+    2-node forms), memory checked first, started as one workload, with the gateway over it."""
+    from sparksync.core.nodes.registry import Registry
+    from sparksync.core.workloads.launch_choice import fit_lines
+    from sparksync.core.workloads.launch_request import apply_overrides, parse_settings
+    from sparksync.core.workloads.recipe_files import find_recipe
+    from sparksync.switchyard.layout import Layout, gateway_config, layout_plan
+
+    names = [n.strip() for n in nodes.split(",") if n.strip()]
+    large = apply_overrides(find_recipe(large_name), parse_settings(set_large))
+    small = apply_overrides(find_recipe(small_name), parse_settings(set_small))
+    on_node = gateway_at != "here"
+    plan, recipes, form = layout_plan(large, small, names, gateway_on_node=on_node)
+    policy: dict = {"kind": policy_kind}
+    if policy_kind == "fixed_share":
+        policy["large_share"] = large_share
+    elif threshold is not None:
+        policy["threshold"] = threshold
+    config = gateway_config(recipes, policy, port)
+    out = config_out or config_dir() / CONFIG_NAME
+    if not check_only and out.exists() and not force:
+        raise SwitchyardError(f"{out} exists; pass --force to replace it, or --config-out elsewhere")
+    click.echo(f"the published layout on {len(names)} nodes: {form.describe()}")
+    for gid, group in zip(plan.group_ids(), plan.groups):
+        click.echo(f"  {gid:<22} {', '.join(group.nodes)}")
+    from sparksync.core.fleet.remote_node import default_fleet
+    from sparksync.core.workloads.agents import FleetAgents
+
+    registry = Registry()
+    with default_fleet(registry=registry) as fleet:
+        layout = Layout(FleetAgents(fleet), on_progress=lambda p: click.echo(f"{p.event:>8}  {p.message}", err=True))
+        prepared = layout.check(plan, recipes)  # the memory check: refuses with the numbers
+        for line in fit_lines(prepared.fits):
+            click.echo(f"  memory: {line}")
+        for warning in prepared.warnings:
+            click.echo(f"sparksync: warning: {warning}", err=True)
+        if check_only:
+            return
+        view = layout.start(prepared)
+        click.echo(f"workload {view.workload_id}: {len(plan.groups)} replicas {view.state} "
+                   f"(stop them with `sparksync workload stop {view.workload_id}`)")  # fmt: skip
+        _write_config(out, config)
+        click.echo(f"gateway config written to {out}")
+        if on_node:
+            addresses = {n.name: n.host for n in registry.list()}
+            gateway, resolved = layout.start_gateway(config, gateway_at, addresses, shlex.split(program))
+            click.echo(f"workload {gateway.workload_id}: switchyard on {gateway_at}, port {resolved.listen.port}")
+            return
+    click.echo(f"serving the gateway here on http://127.0.0.1:{port}/v1 until Ctrl-C "
+               f"(later: sparksync switchyard serve --config {out})")  # fmt: skip
+    from sparksync.switchyard.announce import announced
+    from sparksync.switchyard.gateway import run
+
+    with _pool_source(config, reach) as source:
+        try:
+            run(config, source, on_listening=lambda url: announced(config, url))
+        except KeyboardInterrupt:
+            pass
+
+
+def _write_config(path: Path, config: SwitchyardConfig) -> None:
+    """The config as TOML (or JSON, by the file's extension), as a person would write it."""
+    import tomlkit
+    from sparksync_agent.atomic import write_atomic
+
+    data = config.model_dump(mode="json", exclude_defaults=True)
+    data["policy"] = config.policy.model_dump(mode="json", exclude_defaults=True) | {"kind": config.policy.kind}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=2) + "\n" if path.suffix.lower() == ".json" else tomlkit.dumps(data)
+    write_atomic(path, text, mode=0o644)
 
 
 @switchyard.command("calibrate")
