@@ -385,23 +385,26 @@ def layout_command(large_name: str, small_name: str, nodes: str, set_large: tupl
     from sparksync.core.workloads.launch_choice import fit_lines
     from sparksync.core.workloads.launch_request import apply_overrides, parse_settings
     from sparksync.core.workloads.recipe_files import find_recipe
-    from sparksync.switchyard.layout import Layout, gateway_config, layout_plan
+    from sparksync.switchyard.layout import Layout, LayoutRequest, start_layout
 
-    names = [n.strip() for n in nodes.split(",") if n.strip()]
-    large = apply_overrides(find_recipe(large_name), parse_settings(set_large))
-    small = apply_overrides(find_recipe(small_name), parse_settings(set_small))
-    on_node = gateway_at != "here"
-    plan, recipes, form = layout_plan(large, small, names, gateway_on_node=on_node)
     policy: dict = {"kind": policy_kind}
     if policy_kind == "fixed_share":
         policy["large_share"] = large_share
     elif threshold is not None:
         policy["threshold"] = threshold
-    config = gateway_config(recipes, policy, port)
+    request = LayoutRequest(
+        large=apply_overrides(find_recipe(large_name), parse_settings(set_large)),
+        small=apply_overrides(find_recipe(small_name), parse_settings(set_small)),
+        nodes=tuple(n.strip() for n in nodes.split(",") if n.strip()),
+        policy=policy,
+        gateway_node=None if gateway_at == "here" else gateway_at,
+        port=port,
+    )
+    plan, recipes, form, config = request.resolve()
     out = config_out or config_dir() / CONFIG_NAME
     if not check_only and out.exists() and not force:
         raise SwitchyardError(f"{out} exists; pass --force to replace it, or --config-out elsewhere")
-    click.echo(f"the published layout on {len(names)} nodes: {form.describe()}")
+    click.echo(f"the published layout on {len(request.nodes)} nodes: {form.describe()}")
     for gid, group in zip(plan.group_ids(), plan.groups):
         click.echo(f"  {gid:<22} {', '.join(group.nodes)}")
     from sparksync.core.fleet.remote_node import default_fleet
@@ -417,16 +420,15 @@ def layout_command(large_name: str, small_name: str, nodes: str, set_large: tupl
             click.echo(f"sparksync: warning: {warning}", err=True)
         if check_only:
             return
-        view = layout.start(prepared)
-        click.echo(f"workload {view.workload_id}: {len(plan.groups)} replicas {view.state} "
-                   f"(stop them with `sparksync workload stop {view.workload_id}`)")  # fmt: skip
-        _write_config(out, config)
-        click.echo(f"gateway config written to {out}")
-        if on_node:
-            addresses = {n.name: n.host for n in registry.list()}
-            gateway, resolved = layout.start_gateway(config, gateway_at, addresses, shlex.split(program))
-            click.echo(f"workload {gateway.workload_id}: switchyard on {gateway_at}, port {resolved.listen.port}")
-            return
+        addresses = {n.name: n.host for n in registry.list()}
+        started = start_layout(layout, request, prepared, out, addresses, shlex.split(program))
+    view = started.replicas
+    click.echo(f"workload {view.workload_id}: {len(plan.groups)} replicas {view.state} "
+               f"(stop them with `sparksync workload stop {view.workload_id}`)")  # fmt: skip
+    click.echo(f"gateway config written to {out}")
+    if started.gateway is not None:
+        click.echo(f"workload {started.gateway.workload_id}: switchyard on {request.gateway_node}, port {port}")
+        return
     click.echo(f"serving the gateway here on http://127.0.0.1:{port}/v1 until Ctrl-C "
                f"(later: sparksync switchyard serve --config {out})")  # fmt: skip
     from sparksync.switchyard.announce import announced
@@ -437,18 +439,6 @@ def layout_command(large_name: str, small_name: str, nodes: str, set_large: tupl
             run(config, source, on_listening=lambda url: announced(config, url))
         except KeyboardInterrupt:
             pass
-
-
-def _write_config(path: Path, config: SwitchyardConfig) -> None:
-    """The config as TOML (or JSON, by the file's extension), as a person would write it."""
-    import tomlkit
-    from sparksync_agent.atomic import write_atomic
-
-    data = config.model_dump(mode="json", exclude_defaults=True)
-    data["policy"] = config.policy.model_dump(mode="json", exclude_defaults=True) | {"kind": config.policy.kind}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2) + "\n" if path.suffix.lower() == ".json" else tomlkit.dumps(data)
-    write_atomic(path, text, mode=0o644)
 
 
 @switchyard.command("calibrate")

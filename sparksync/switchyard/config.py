@@ -255,6 +255,24 @@ def load_config(path: Path) -> SwitchyardConfig:
     return parse_config(_decode(path, text), str(path))
 
 
+def save_config(config: SwitchyardConfig, path: Path) -> Path:
+    """Write the config as a person would (TOML, or JSON by the extension): only what differs from the
+    defaults, the policy's kind always. ``load_config`` reads it back to the same config."""
+    from sparksync_agent.atomic import write_atomic
+
+    data = config.model_dump(mode="json", exclude_defaults=True)
+    data["policy"] = config.policy.model_dump(mode="json", exclude_defaults=True) | {"kind": config.policy.kind}
+    if path.suffix.lower() == ".json":
+        text = json.dumps(data, indent=2) + "\n"
+    else:
+        import tomlkit
+
+        text = tomlkit.dumps(data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text, mode=0o644)
+    return path
+
+
 def _decode(path: Path, text: str) -> object:
     if path.suffix.lower() == ".json":
         try:

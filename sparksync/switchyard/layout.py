@@ -23,8 +23,9 @@ serve it here instead.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from sparksync.core.workloads.agents import NodeAgents
 from sparksync.core.workloads.errors import PlanError
@@ -142,3 +143,44 @@ class Layout:
         return self.orchestrator.start(prepared, cancel), resolved
 
 
+
+
+@dataclass(frozen=True)
+class LayoutRequest:
+    """What the CLI or the app asks for: two recipes (with their changes), the nodes, the routing."""
+
+    large: Recipe
+    small: Recipe
+    nodes: tuple[str, ...]
+    policy: Mapping  # the gateway's policy section, less small and large
+    gateway_node: str | None = None  # None: the gateway is served on this computer
+    port: int = 8400
+
+    def resolve(self) -> tuple[Plan, dict[str, Recipe], LayoutForm, SwitchyardConfig]:
+        plan, recipes, form = layout_plan(self.large, self.small, self.nodes, self.gateway_node is not None)
+        return plan, recipes, form, gateway_config(recipes, self.policy, self.port)
+
+
+@dataclass
+class LayoutStarted:
+    replicas: WorkloadView
+    config: SwitchyardConfig
+    gateway: WorkloadView | None = None  # when it was started on a node
+
+
+def start_layout(layout: Layout, request: LayoutRequest, prepared: Prepared, save_to: Path,
+                 addresses: Mapping[str, str],
+                 program: Sequence[str] = ("sparksync",),
+                 cancel: threading.Event | None = None) -> LayoutStarted:  # fmt: skip
+    """Start the checked replicas, write the gateway's config to ``save_to`` (a Path), and start the
+    gateway on its node when the request names one. A gateway that fails to start leaves the replicas
+    running (the error says so): they are one workload, stopped as one."""
+    from sparksync.switchyard.config import save_config
+
+    _, _, _, config = request.resolve()
+    replicas = layout.start(prepared, cancel)
+    save_config(config, save_to)
+    started = LayoutStarted(replicas, config)
+    if request.gateway_node is not None:
+        started.gateway, _ = layout.start_gateway(config, request.gateway_node, addresses, program, cancel)
+    return started

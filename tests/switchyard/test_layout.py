@@ -9,7 +9,7 @@ from sparksync.core.workloads.errors import MemoryFitError, PlanError
 from sparksync.core.workloads.memory_fit import require_fit
 from sparksync.core.workloads.recipe import Recipe
 from sparksync.core.workloads.recipe_files import find_recipe
-from sparksync.switchyard.config import load_config
+from sparksync.switchyard.config import load_config, save_config
 from sparksync.switchyard.layout import LARGE_RECIPE, SMALL_RECIPE, gateway_config, layout_plan
 
 NODES = [f"spark-{i}" for i in range(1, 9)]
@@ -73,15 +73,13 @@ def test_the_memory_check_refuses_a_large_model_its_nodes_cannot_hold():
 
 
 def test_the_gateways_config_follows_the_two_recipes(tmp_path):
-    from sparksync.cli.switchyard import _write_config
-
     _, made, _ = layout_plan(*recipes(), NODES)
     config = gateway_config(made, {"kind": "fixed_share", "large_share": "1/4"}, port=8500)
     assert config.workload_pools() == {"small": SMALL_RECIPE, "large": LARGE_RECIPE}
     assert config.upstream_model("large") == "qwen3.8-flash-next" and config.upstream_model("small") == "minicpm5-2b"
     assert config.listen.port == 8500 and str(config.policy.large_share) == "1/4"
     for name in ("switchyard.toml", "switchyard.json"):
-        _write_config(tmp_path / name, config)
+        save_config(config, tmp_path / name)
         assert load_config(tmp_path / name) == config  # written as a person would, read back the same
     rules = gateway_config(made, {"kind": "rules", "threshold": 1.5})
     assert rules.policy.kind == "rules" and rules.policy.threshold == 1.5
