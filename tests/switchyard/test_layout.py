@@ -83,3 +83,18 @@ def test_the_gateways_config_follows_the_two_recipes(tmp_path):
         assert load_config(tmp_path / name) == config  # written as a person would, read back the same
     rules = gateway_config(made, {"kind": "rules", "threshold": 1.5})
     assert rules.policy.kind == "rules" and rules.policy.threshold == 1.5
+
+
+def test_cli_layout_refuses_before_reaching_any_node(tmp_path):
+    from click.testing import CliRunner
+
+    from sparksync.cli.main import cli
+
+    base = ["switchyard", "layout", "--large", "llamacpp-rpc", "--small", "llamacpp-single"]
+    three = CliRunner().invoke(cli, [*base, "--nodes", "a,b,c"])
+    assert three.exit_code == 2 and "choose 2, 4 or 8 nodes" in three.stderr
+    taken = tmp_path / "switchyard.toml"
+    taken.write_text("# mine\n")
+    kept = CliRunner().invoke(cli, [*base, "--nodes", "a,b", "--config-out", str(taken)])
+    assert kept.exit_code != 0 and "pass --force to replace it" in kept.stderr
+    assert taken.read_text() == "# mine\n"
