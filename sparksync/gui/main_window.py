@@ -114,7 +114,7 @@ class MainWindow(QMainWindow):
         for i, card in enumerate(self.cards.values()):
             self.dashboard.add_side_widget(card, i)
         self.nodes_panel = NodesPanel(self.actions, self.jobs, parent=self)
-        self.switchyard = SwitchyardView(app_watch(self.actions), self)
+        self.switchyard = SwitchyardView(app_watch(self.actions), self, actions=self.actions)
         self.dashboard.add_section(self.switchyard)
         self._tabs()
         self.history = HistoryBridge(history_path, self)

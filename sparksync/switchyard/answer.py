@@ -42,8 +42,8 @@ def from_completion(document: dict[str, Any]) -> Answer:
     message = choice.get("message") or {}
     content = message.get("content") if "message" in choice else choice.get("text")
     calls = [_call_from_message(c) for c in message.get("tool_calls") or [] if isinstance(c, dict)]
-    usage = document.get("usage") if isinstance(document.get("usage"), dict) else {}
-    return Answer(content or "", calls, choice.get("finish_reason"), usage)
+    usage = document.get("usage")
+    return Answer(content or "", calls, choice.get("finish_reason"), usage if isinstance(usage, dict) else {})
 
 
 def _call_from_message(call: dict[str, Any]) -> ToolCall:

@@ -109,9 +109,15 @@ class BreakerConfig(_Strict):
 class LimitsConfig(_Strict):
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     connect_timeout_s: float = Field(3.0, gt=0)
-    # Between two bytes from a replica; the first byte waits for queueing and prefill too.
+    # Streams: the silence allowed between two bytes from a replica (the first byte waits for
+    # queueing and prefill too).
     read_timeout_s: float = Field(300.0, gt=0)
+    # Non-streamed answers: how long a replica may take for the whole answer. llama-server and
+    # others send nothing until they have generated all of it, so no idle timeout fits them.
+    answer_timeout_s: float = Field(600.0, gt=0)
     request_timeout_s: float = Field(900.0, gt=0)
+    # Replicas tried before a request fails; only while no engine took the request on (a refused
+    # connect, or an answer of 503/429): a request an engine received is never sent again.
     max_attempts: int = Field(3, ge=1, description="replicas tried before a request fails")
 
 
@@ -157,6 +163,11 @@ DEFAULT_REFUSALS = [
 
 class CascadePolicyConfig(_PolicyBase):
     kind: Literal["cascade"]
+    # With a threshold, a request whose rules score (weights, keywords: as the rules policy's)
+    # is at or above it goes straight to the large pool; only the others try small first.
+    threshold: float | None = None
+    weights: RuleWeights = Field(default_factory=RuleWeights)
+    keywords: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_KEYWORDS))
     refusal_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_REFUSALS))
     # A request whose tool_choice demands a call ("required" or a named function) fails without one.
     require_demanded_tool_call: bool = True
@@ -242,6 +253,24 @@ def load_config(path: Path) -> SwitchyardConfig:
             f"cannot read the Switchyard config {path}: {exc.strerror}; check the path given to --config"
         ) from None
     return parse_config(_decode(path, text), str(path))
+
+
+def save_config(config: SwitchyardConfig, path: Path) -> Path:
+    """Write the config as a person would (TOML, or JSON by the extension): only what differs from the
+    defaults, the policy's kind always. ``load_config`` reads it back to the same config."""
+    from sparksync_agent.atomic import write_atomic
+
+    data = config.model_dump(mode="json", exclude_defaults=True)
+    data["policy"] = config.policy.model_dump(mode="json", exclude_defaults=True) | {"kind": config.policy.kind}
+    if path.suffix.lower() == ".json":
+        text = json.dumps(data, indent=2) + "\n"
+    else:
+        import tomlkit
+
+        text = tomlkit.dumps(data)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text, mode=0o644)
+    return path
 
 
 def _decode(path: Path, text: str) -> object:

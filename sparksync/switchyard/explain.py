@@ -37,7 +37,7 @@ def explain(config: SwitchyardConfig, body: dict[str, Any], forced_pool: str | N
             "pass the JSON body you would POST to the gateway"
         )
     feats = features.extract(body, endpoint)
-    model = body.get("model") if isinstance(body.get("model"), str) else VIRTUAL_MODEL
+    model: str = body["model"] if isinstance(body.get("model"), str) else VIRTUAL_MODEL
     target = forced_pool or (model if model in config.pools else None)
     if target is not None:
         if target not in config.pools:

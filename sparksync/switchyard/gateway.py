@@ -21,6 +21,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -216,7 +218,8 @@ async def _health(request: Request) -> JSONResponse:
     )
 
 
-async def _http_error(request: Request, exc: HttpError) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HttpError)
     return JSONResponse(error_document(exc.status, exc.message, exc.code, exc.param), status_code=exc.status)
 
 
@@ -281,8 +284,39 @@ async def serve(
     host = f"[{config.listen.host}]" if ":" in config.listen.host else config.listen.host
     url = f"http://{host}:{sock.getsockname()[1]}"
     log.info("switchyard listening on %s", url)
-    with on_listening(url) if on_listening is not None else contextlib.nullcontext():
+    with _stop_on_sigterm(), on_listening(url) if on_listening is not None else contextlib.nullcontext():
         await server.serve(sockets=[sock])
+
+
+class Stopped(SystemExit):
+    """The gateway was told to stop with SIGTERM and has wound down (exit status 0)."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm():
+    """SIGTERM ends the gateway like Ctrl-C does: its ``on_listening`` context is left, so the
+    announcement is removed.
+
+    uvicorn handles the signal itself while it serves, and on its way out sends the
+    signal again to the handler it found; with the default one the process would die
+    right there, before any cleanup of ours. This handler raises instead, which unwinds
+    through the contexts.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stopped(signum, frame) -> None:
+        raise Stopped()
+
+    previous = signal.signal(signal.SIGTERM, stopped)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 __all__ = ["Gateway", "build_app", "run", "serve"]

@@ -136,7 +136,7 @@ class GatewayWatch:
                 found += part()
             except SparkSyncError as exc:
                 problems.append(str(exc))
-        unique = {}
+        unique: dict[str, GatewayPlace] = {}
         for place in found:  # a gateway announced here and also added by URL shows once
             unique.setdefault(place.url or place.key, place)
         return list(unique.values()), problems
@@ -194,6 +194,7 @@ class GatewayWatch:
                 url = self._reached(place.endpoint)
             if self._client is None:
                 self._client = httpx.Client(timeout=self._timeout_s, trust_env=False)
+            assert url is not None, "a place has a URL or an endpoint"
             now = scrape(self._client, url, place.api_key)
         except SparkSyncError as exc:
             self._scrapes.pop(place.key, None)

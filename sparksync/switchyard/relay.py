@@ -3,10 +3,13 @@
 ``Relay.produce`` is an async generator: first a ``Head`` (status and
 headers), then the body's bytes, exactly as the replica sent them, the last
 of them as an ``End``. The bookkeeping (token count, metrics) is deferred:
-the client's stream ends first. Nothing
-is yielded until a replica has produced its first bytes, so every failure
-before that point is retried on another replica (or the other pool, when
-the config allows a fallback) without the client noticing.
+the client's stream ends first. Nothing is yielded until a replica has
+produced its first bytes. A request no engine is working on (a refused
+connect, a "503/429: try elsewhere", a connection the replica dropped before
+answering) goes to another replica, or to the other pool when the config
+allows a fallback, without the client noticing; a request that timed out or
+met an engine's error is answered with what happened (a 504, the engine's
+own error), never sent again behind the client's back (see ``upstream``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,10 +26,10 @@ import anyio
 
 from sparksync.switchyard import answer as answers
 from sparksync.switchyard.config import SwitchyardConfig
-from sparksync.switchyard.http_errors import error_body, sse_error_event
+from sparksync.switchyard.http_errors import engine_error_body, error_body, sse_error_event
 from sparksync.switchyard.metrics import GatewayMetrics
 from sparksync.switchyard.policies import CascadePolicy, Decision, Policy
-from sparksync.switchyard.pools import Pool, PoolSet
+from sparksync.switchyard.pools import Pool, PoolSet, Replica
 from sparksync.switchyard.sse import SseScanner, StreamStats, load_payload
 from sparksync.switchyard.upstream import Attempt, AttemptFailed, attempt
 from sparksync.switchyard.wire import WireClient, WireError
@@ -75,6 +78,14 @@ class PoolDown(Exception):
         super().__init__(message)
 
 
+class Unanswered(Exception):
+    """The request reached a replica's engine, which did not answer it: it is not sent again."""
+
+    def __init__(self, pool: Pool, replica: Replica, failure: AttemptFailed):
+        super().__init__(str(failure))
+        self.pool, self.replica, self.failure = pool, replica, failure
+
+
 class Relay:
     def __init__(
         self,
@@ -91,13 +102,13 @@ class Relay:
         self.metrics = metrics
         self._keys = {name: _pool_key(p.api_key_env) for name, p in config.pools.items()}
 
-    def produce(self, job: Job) -> AsyncIterator[Head | bytes | End]:
+    def produce(self, job: Job) -> AsyncGenerator[Head | bytes | End, None]:
         """The answer's head and bytes; ``_live`` is returned as is (no wrapper per token)."""
         if job.decision.escalate_to and isinstance(self.policy, CascadePolicy):
             return self._cascade(job)
         return self._live(job, job.decision.pool, job.via)
 
-    async def _cascade(self, job: Job) -> AsyncIterator[Head | bytes | End]:
+    async def _cascade(self, job: Job) -> AsyncGenerator[Head | bytes | End, None]:
         held = await self._held_answer(job, job.decision.pool)
         if held is None:
             assert job.decision.escalate_to is not None
@@ -107,7 +118,7 @@ class Relay:
 
     # -- live relay --------------------------------------------------------------------------
 
-    async def _live(self, job: Job, pool_name: str, via: str) -> AsyncIterator[Head | bytes | End]:
+    async def _live(self, job: Job, pool_name: str, via: str) -> AsyncGenerator[Head | bytes | End, None]:
         try:
             att = await self._open(job, pool_name, via)
         except PoolDown as down:
@@ -116,6 +127,13 @@ class Relay:
             for item in pool_down_answer(down, self.config.policy.fallback):
                 yield item
             return
+        except Unanswered as lost:
+            self.metrics.answered(lost.pool.name, ok=False, tokens=0, ttft_s=None)
+            for item in unanswered_answer(lost, job):
+                yield item
+            return
+        if att.status != 200 and att.complete:  # an engine's error: in OpenAI's shape, whatever its own
+            att.reshape(engine_error_body(att.status, att.first))
         stats = StreamStats(job.started)
         ok = att.status == 200
         via = via if att.pool.name == pool_name else "fallback"
@@ -176,7 +194,8 @@ class Relay:
     async def _open_in(self, job: Job, pool_name: str) -> Attempt:
         pool = self.pools[pool_name]
         body = self._body_for(job, pool)
-        tried, last = [], None
+        tried: list[Replica] = []
+        last: AttemptFailed | None = None
         for n in range(self.config.limits.max_attempts):
             # Other replicas first; once each was tried, a second try on one may still succeed.
             replica = pool.pick(exclude=tried) or pool.pick()
@@ -189,10 +208,19 @@ class Relay:
             replica.breaker.on_attempt()
             try:
                 att = await attempt(
-                    self.client, pool, replica, job.path, body, job.stream, self._keys[pool.name]
+                    self.client,
+                    pool,
+                    replica,
+                    job.path,
+                    body,
+                    job.stream,
+                    self._keys[pool.name],
+                    self.config.limits,
                 )
             except AttemptFailed as exc:
                 last = self._failed(pool, replica, exc, job)
+                if not exc.retry:
+                    raise Unanswered(pool, replica, exc) from None
                 continue
             except BaseException:
                 replica.outstanding -= 1
@@ -202,16 +230,20 @@ class Relay:
             return att
         raise PoolDown(pool, last)
 
-    def _failed(self, pool: Pool, replica, exc: AttemptFailed, job: Job) -> AttemptFailed:
+    def _failed(self, pool: Pool, replica: Replica, exc: AttemptFailed, job: Job) -> AttemptFailed:
         replica.outstanding -= 1
-        replica.breaker.on_failure()
-        replica.last_error = str(exc)
+        if exc.replica_fault:
+            replica.breaker.on_failure()
+            replica.last_error = str(exc)
+        else:
+            replica.breaker.on_abandoned()
         self.metrics.errors.labels(pool.name, exc.kind).inc()
         log.warning(
-            "request %s: attempt on %s failed before any byte was sent (%s); trying another replica",
+            "request %s: attempt on %s failed before any byte was sent (%s); %s",
             job.request_id,
             replica.url,
             exc,
+            "trying another replica" if exc.retry else "not sent again: it reached the engine",
         )
         return exc
 
@@ -238,7 +270,7 @@ class Relay:
         self.metrics.routed.labels(pool_name, job.via).inc()
         try:
             att = await self._open_in(job, pool_name)
-        except PoolDown as down:
+        except (PoolDown, Unanswered) as down:
             log.warning("request %s: %s; escalating to %s", job.request_id, down, job.decision.escalate_to)
             return None
         try:
@@ -267,6 +299,7 @@ class Relay:
         answer = _assemble(chunks, job.stream)
         if answer is None:
             return [f"{att.pool.name} sent an answer that does not parse"]
+        assert isinstance(self.policy, CascadePolicy)
         return self.policy.failures(answer, job.body)
 
     async def _replay(self, job: Job, att: Attempt, chunks: list[bytes]) -> AsyncIterator[Head | bytes | End]:
@@ -286,6 +319,7 @@ class Relay:
         reason = job.decision.reason.encode("ascii", "replace").decode()[:200]
         headers = att.headers() + [
             ("x-switchyard-pool", att.pool.name),
+            ("x-switchyard-replica", att.replica.url),
             ("x-switchyard-via", via),
             ("x-switchyard-reason", reason),
             ("x-request-id", job.request_id),
@@ -309,13 +343,30 @@ class Relay:
 
 def pool_down_answer(down: PoolDown, fallback: bool) -> tuple[Head, bytes]:
     last = down.last
-    if last is not None and last.kind == "upstream_5xx" and last.body:
-        # Every replica answered with an error of its own: the engine's words explain it best.
-        return Head(last.status or 502, JSON_HEADERS), last.body
+    if last is not None and last.kind == "busy" and last.body:
+        # Every replica said "not now" in its own words: the engine's words explain it best.
+        status = last.status or 503
+        return Head(status, JSON_HEADERS), engine_error_body(status, last.body)
     hint = "start its replicas" + (
         "" if fallback else ", or set policy.fallback = true to use the other pool"
     )
     return Head(503, JSON_HEADERS), error_body(503, f"{down}; {hint}", code="pool_unavailable")
+
+
+def unanswered_answer(lost: Unanswered, job: Job) -> tuple[Head, bytes]:
+    """The client's answer when a replica's engine had the request and did not answer it."""
+    failure, pool = lost.failure, lost.pool.name
+    headers = JSON_HEADERS + [
+        ("x-switchyard-pool", pool),
+        ("x-switchyard-replica", lost.replica.url),
+        ("x-request-id", job.request_id),
+    ]
+    if failure.kind == "upstream_5xx":
+        status = failure.status or 502
+        return Head(status, headers), engine_error_body(status, failure.body)
+    # A timeout: the engine may still be generating, so another replica would run it twice.
+    message = f"pool {pool!r}: {failure}; it was not sent to another replica, as its engine may still be on it"
+    return Head(504, headers), error_body(504, message, code="timeout")
 
 
 def _assemble(chunks: list[bytes], stream: bool) -> answers.Answer | None:

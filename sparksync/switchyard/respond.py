@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager
 
 import anyio
@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 class RelayResponse:
-    def __init__(self, items: AsyncIterator[Head | bytes | End], timeout_s: float, request_id: str):
+    def __init__(self, items: AsyncGenerator[Head | bytes | End, None], timeout_s: float, request_id: str):
         self._items = items
         self._timeout_s = timeout_s
         self._request_id = request_id

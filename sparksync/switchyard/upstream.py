@@ -1,8 +1,16 @@
 """One attempt at one replica: send the request, and hold its first bytes before anything is forwarded.
 
-Holding the first chunk (a stream) or the whole body (no stream) before the
-client sees a byte is what makes retries safe: until then, a replica that
-refuses, resets, times out or answers 5xx costs the client nothing but time.
+The first chunk (a stream) or the whole body (no stream) is held before the
+client sees a byte, so a failed attempt can still become a clean error
+answer. Another replica may take the request only when no engine is working
+on it: a refused or timed-out connect never reached one; an answer of 503 or
+429 says "not now, try elsewhere"; and a connection the replica closed before
+any byte of its answer means the engine let go of the request (it died or
+restarted; llama.cpp, vLLM and SGLang drop a request whose connection ends),
+so it runs once elsewhere, not twice. A request that timed out may still be
+generating, and an engine's error answer is its answer: sending either again
+would run a long generation on every replica in turn, so the client is told
+what happened instead.
 """
 
 from __future__ import annotations
@@ -18,14 +26,31 @@ from sparksync.switchyard.wire import WireClient, WireConnectError, WireError, W
 PASSED_HEADERS = ("content-type",)
 
 
+# Answers that say "not now": the replica did not take the request on.
+TRY_ELSEWHERE = (429, 503)
+
+
 class AttemptFailed(Exception):
-    """The replica failed before any byte was forwarded: another replica may be tried."""
+    """The replica failed before any byte was forwarded to the client."""
 
     def __init__(self, kind: str, message: str, status: int | None = None, body: bytes = b""):
         super().__init__(message)
-        self.kind = kind  # connect, timeout, broken, upstream_5xx
+        # connect, busy (429/503: try elsewhere), broken (closed before any byte), timeout (a stream's
+        # silence), deadline (a whole answer's time), upstream_5xx (the engine's error answer)
+        self.kind = kind
         self.status = status
         self.body = body
+
+    @property
+    def retry(self) -> bool:
+        """Whether another replica may take the request: only when no engine is working on it."""
+        return self.kind in ("connect", "busy", "broken")
+
+    @property
+    def replica_fault(self) -> bool:
+        """Whether it counts against the replica's breaker: a busy answer or a long generation
+        that outlived the answer deadline are not the replica failing."""
+        return self.kind not in ("busy", "deadline")
 
 
 @dataclass(eq=False)
@@ -38,13 +63,20 @@ class Attempt:
     first: bytes
     complete: bool  # the whole body is in ``first``
     chunks: AsyncIterator[bytes] | None = None  # the rest, from the iterator that gave ``first``
+    json_body: bool = False  # ``first`` was reshaped into a JSON document of ours
 
     @property
     def status(self) -> int:
         return self.response.status_code
 
     def headers(self) -> list[tuple[str, str]]:
+        if self.json_body:
+            return [("content-type", "application/json")]
         return [(k, v) for k, v in self.response.headers if k in PASSED_HEADERS]
+
+    def reshape(self, body: bytes) -> None:
+        """Answer with ``body`` (JSON) instead of the replica's own complete body."""
+        self.first, self.complete, self.json_body = body, True, True
 
     def finished(self) -> bool:
         """Every byte of the answer has been taken (``first`` and what ``rest`` gave)."""
@@ -75,18 +107,24 @@ async def attempt(
     body: bytes,
     stream: bool,
     api_key: str | None,
+    limits: LimitsConfig,
 ) -> Attempt:
-    """Send to ``replica``; returns with the first chunk held, or raises AttemptFailed."""
+    """Send to ``replica``; returns with the first chunk held, or raises AttemptFailed.
+
+    A stream may fall silent for ``read_timeout_s`` between two bytes; a
+    non-streamed answer must be whole within ``answer_timeout_s``.
+    """
     headers = {
         "Content-Type": "application/json",
         "Accept": "text/event-stream" if stream else "application/json",
     }
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
+    whole = None if stream else limits.answer_timeout_s
     try:
-        response = await client.post(replica.url + path, body, headers)
+        response = await client.post(replica.url + path, body, headers, answer_timeout=whole)
     except WireError as exc:
-        raise AttemptFailed(_kind(exc, "connect"), f"{replica.url}: {exc}") from exc
+        raise AttemptFailed(_kind(exc, stream), f"{replica.url}: {exc}") from exc
     try:
         return await _hold_first(pool, replica, response, stream)
     except BaseException:
@@ -95,25 +133,25 @@ async def attempt(
 
 
 async def _hold_first(pool: Pool, replica: Replica, response: WireResponse, stream: bool) -> Attempt:
+    status = response.status_code
     try:
-        if response.status_code >= 500 or not stream or response.status_code != 200:
+        if not stream or status != 200:
             body = await response.read()
-            if response.status_code >= 500:
-                raise AttemptFailed(
-                    "upstream_5xx",
-                    f"{replica.url} answered HTTP {response.status_code}",
-                    response.status_code,
-                    body,
-                )
+            if status in TRY_ELSEWHERE:
+                raise AttemptFailed("busy", f"{replica.url} answered HTTP {status}", status, body)
+            if status >= 500:
+                raise AttemptFailed("upstream_5xx", f"{replica.url} answered HTTP {status}", status, body)
             return Attempt(pool, replica, response, body, complete=True)
         chunks = response.chunks()
         first = await anext(chunks, b"")
         return Attempt(pool, replica, response, first, complete=not first, chunks=chunks)
     except WireError as exc:
-        raise AttemptFailed(_kind(exc, "broken"), f"{replica.url}: {exc}") from exc
+        raise AttemptFailed(_kind(exc, stream), f"{replica.url}: {exc}") from exc
 
 
-def _kind(exc: WireError, default: str) -> str:
+def _kind(exc: WireError, stream: bool) -> str:
+    if isinstance(exc, WireConnectError):  # (a connect timeout too): the request never left
+        return "connect"
     if isinstance(exc, WireTimeout):
-        return "timeout"
-    return "connect" if isinstance(exc, WireConnectError) else default
+        return "timeout" if stream else "deadline"
+    return "broken"

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from sparksync.switchyard.wire_connection import (
     Connection,
     WireConnectError,
+    WireConnectTimeout,
     WireError,
     WireTimeout,
 )
@@ -104,34 +105,43 @@ class WireClient:
         self._in_flight: dict[tuple[str, str, int], int] = {}
         self._ssl = ssl.create_default_context()
 
-    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> WireResponse:
-        """Send the request and return once the answer's head has arrived."""
+    async def post(
+        self, url: str, body: bytes, headers: dict[str, str], answer_timeout: float | None = None
+    ) -> WireResponse:
+        """Send the request and return once the answer's head has arrived.
+
+        The answer may fall silent for ``read_timeout`` at most between two
+        bytes; with ``answer_timeout`` it must instead be whole within that
+        time (for non-streamed answers, which come in one piece at the end).
+        Connect failures raise ``WireConnectError``: the request never left.
+        """
         scheme, host, port, target = _split(url)
         key = (scheme, host, port)
         request = _request(host, port, target, body, headers)
         self._in_flight[key] = self._in_flight.get(key, 0) + 1
         try:
-            return await self._send(key, request)
+            return await self._send(key, request, answer_timeout)
         except BaseException:
             self._answered(key)
             raise
 
-    async def _send(self, key, request: bytes) -> WireResponse:
+    async def _send(self, key, request: bytes, answer_timeout: float | None) -> WireResponse:
         conn = self._reuse(key)
         if conn is not None:
             chunked = conn.chunked
             if conn.spare:  # taken: the next request gets one too
                 self._want_spare(key)
             try:
-                return await self._exchange(conn, request)
+                return await self._exchange(conn, request, answer_timeout)
             except WireTimeout:
                 raise
             except WireError:
-                # The replica had closed this idle connection before reading the request: send again.
+                # The replica had closed this kept-alive connection before reading the request (no
+                # byte of an answer came): the request reached no engine, so it goes again.
                 self._closed_after(conn, chunked)
         conn = await self._connect(key)
         self._want_spare(key)
-        return await self._exchange(conn, request)
+        return await self._exchange(conn, request, answer_timeout)
 
     def release(self, conn: Connection) -> None:
         if conn.chunked and conn.key in self._closes_after_stream:
@@ -215,18 +225,25 @@ class WireClient:
         try:
             _, conn = await _within(opening, self.connect_timeout)
         except asyncio.TimeoutError:
-            raise WireTimeout(f"no connection to {host}:{port} within {self.connect_timeout:g} s") from None
+            raise WireConnectTimeout(
+                f"no connection to {host}:{port} within {self.connect_timeout:g} s"
+            ) from None
         except OSError as exc:
             raise WireConnectError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
         return conn
 
-    async def _exchange(self, conn: Connection, request: bytes) -> WireResponse:
+    async def _exchange(
+        self, conn: Connection, request: bytes, answer_timeout: float | None = None
+    ) -> WireResponse:
         assert conn.transport is not None
         if conn.transport.is_closing():
             # The replica hung up between our last look and now (it died, or dropped an idle
             # connection). uvloop raises on a write to a closed transport; treat it as what it is.
             raise WireError("the replica closed the connection")
-        conn.begin(self.read_timeout)
+        if answer_timeout is None:
+            conn.begin(self.read_timeout)
+        else:
+            conn.begin(answer_timeout, whole=True)
         try:
             conn.transport.write(request)
         except RuntimeError as exc:  # closed in between (uvloop); asyncio's own transport ignores it
@@ -277,6 +294,7 @@ def _split(url: str) -> tuple[str, str, int, str]:
 __all__ = [
     "WireClient",
     "WireConnectError",
+    "WireConnectTimeout",
     "WireError",
     "WireResponse",
     "WireTimeout",

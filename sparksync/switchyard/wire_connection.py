@@ -30,6 +30,10 @@ class WireTimeout(WireError):
     pass
 
 
+class WireConnectTimeout(WireConnectError, WireTimeout):
+    """No connection within the connect timeout: the request never left, like a refused connect."""
+
+
 class Connection(asyncio.Protocol):
     """One connection to a replica. The parser calls the ``on_*`` methods, which keep the answer
     in flight: its head, the body pieces not yet read, and whether it is complete."""
@@ -50,10 +54,17 @@ class Connection(asyncio.Protocol):
         self._clear(read_timeout=0.0)
         self.complete = True  # no answer in flight until a request goes out
 
-    def begin(self, read_timeout: float) -> None:
-        """Ready for the answer to a request about to be written."""
+    def begin(self, read_timeout: float, whole: bool = False) -> None:
+        """Ready for the answer to a request about to be written.
+
+        ``read_timeout`` is the silence allowed between two bytes, or with
+        ``whole`` the time the whole answer may take from now: an engine
+        that answers a non-streamed request sends nothing until it has
+        generated all of it, so silence there is not a sign of trouble.
+        """
         self.spare = False
         self._clear(read_timeout)
+        self.whole = whole
         self._arm(read_timeout)
 
     def _clear(self, read_timeout: float) -> None:
@@ -63,7 +74,8 @@ class Connection(asyncio.Protocol):
         self.body: deque[bytes] = deque()  # body pieces the reader has not taken yet
         self.buffered = self.head_bytes = 0
         self.read_timeout = read_timeout
-        self.last_activity = time.monotonic()
+        self.whole = False
+        self.last_activity = self.begun = time.monotonic()
 
     # -- asyncio callbacks --------------------------------------------------------------------
 
@@ -169,6 +181,12 @@ class Connection(asyncio.Protocol):
             raise self._ended()
 
     def _ended(self) -> WireError:
+        if self.timed_out and self.whole:
+            return WireTimeout(
+                f"the replica did not finish its answer within {self.read_timeout:g} s "
+                "(limits.answer_timeout_s; a non-streamed answer arrives whole once generated): "
+                "ask for fewer tokens, stream the answer, or raise the limit"
+            )
         if self.timed_out:
             when = "mid-answer" if self.head_done else "before answering"
             return WireTimeout(
@@ -189,7 +207,10 @@ class Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
 
         def check() -> None:
-            idle = 0.0 if self._paused else time.monotonic() - self.last_activity
+            if self.whole:  # a deadline for the whole answer: activity does not push it back
+                idle = time.monotonic() - self.begun
+            else:
+                idle = 0.0 if self._paused else time.monotonic() - self.last_activity
             if idle >= timeout:  # (paused: our client is slow to read; the replica is not late)
                 self.timed_out = True
                 self.abort()

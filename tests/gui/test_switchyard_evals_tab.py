@@ -75,3 +75,45 @@ def test_refresh_picks_up_an_eval_stored_meanwhile(qtbot, panel, pools):  # noqa
     with qtbot.waitSignal(panel.switchyard.evals_loaded, timeout=WAIT_MS) as listed:
         panel.refresh_button.click()
     assert [item.id for item in listed.args[0]] == [eval_id]
+
+
+@pytest.fixture
+def sweep_pools(fake):  # noqa: F811
+    from tests.switchyard.suite_answers import bfcl_scripts
+    from tests.switchyard.test_sweep import CASES as SUITE
+    from tests.switchyard.test_sweep import LARGE_DELAY_S
+
+    small, large = bfcl_scripts(SUITE, large_delay_s=LARGE_DELAY_S)
+    return fake("small", small), fake("large", large)
+
+
+def test_the_sweeps_page_charts_a_stored_sweep_beside_the_published_points(qtbot, panel, sweep_pools, tmp_path):
+    from sparksync.switchyard.eval.history import SweepHistory
+    from sparksync.switchyard.eval.sweep import SweepSpec, run_sweep
+    from tests.switchyard.test_sweep import CASES as SUITE
+    from tests.switchyard.test_sweep import ONE_STREAM
+
+    small, large = sweep_pools
+    config = config_for([small.url], [large.url], policy={"kind": "fixed_share", "large_share": 1})
+    report = run_sweep(config, SUITE, SweepSpec.parse("large_share=1,1/2,0"), ONE_STREAM, case_file="bfcl")
+    sweep_id = SweepHistory(HistoryStore(panel.history_path)).add(report)
+    sweeps = panel.switchyard.sweeps
+    with qtbot.waitSignal(sweeps.sweeps_loaded, timeout=WAIT_MS) as listed:
+        panel.show()
+    assert [item.id for item in listed.args[0]] == [sweep_id]
+    assert [sweeps.table.item(0, c).text() for c in (2, 3, 4, 5)] == ["fixed_share", "large_share=1,1/2,0", "6",
+                                                                      "100.0"]  # fmt: skip
+    assert not sweeps.png_button.isEnabled()
+    with qtbot.waitSignal(sweeps.sweep_shown, timeout=WAIT_MS):
+        sweeps.table.selectRow(0)
+    chart = sweeps.chart
+    assert chart.data is not None and chart.data.parity_score == 100
+    assert chart.labels[:2] == ["published: 1.5x at 1/2 large", "published: 3.0x at 1/4 large"]
+    assert "large_share=1 (anchor)" in chart.labels and any(t.startswith("large_share=0 (0% large") for t in chart.labels)
+    assert "no setting kept large-only's score (100)" in sweeps.details.toPlainText()
+    assert sweeps.png_button.isEnabled() and sweeps.csv_button.isEnabled()
+    for export, name in ((sweeps.export_png, "sweep.png"), (sweeps.export_csv, "sweep.csv")):
+        with qtbot.waitSignal(sweeps.exported, timeout=WAIT_MS) as written:
+            export(tmp_path / name)
+        assert written.args[0] == str(tmp_path / name) and (tmp_path / name).stat().st_size > 0
+    assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"

@@ -51,6 +51,7 @@ def test_explain_shows_the_pool_the_score_and_its_reasons(tmp_path):
     assert (
         "+1.00  reasoning requested (level 1)" in result.stdout and "+0.75  keyword 'prove'" in result.stdout
     )
+    assert "+0.00" not in result.stdout and "prompt of" not in result.stdout  # no zero terms
     assert "   tools offered     0" in lines
 
 

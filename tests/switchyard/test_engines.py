@@ -193,6 +193,25 @@ async def _batch_with_a_kill(url: str, victim, n: int, max_tokens: int) -> tuple
     return outcomes, killed_at
 
 
+def test_a_non_streamed_generation_longer_than_the_stream_idle_timeout_runs_once(
+    routed, large_replica
+):
+    """llama-server sends a non-streamed answer only when all of it is generated: it must not be cut
+    by the idle timeout meant for streams, nor sent again, nor count against the replica."""
+    gw = routed({"kind": "fixed_share", "large_share": 1}, limits={"read_timeout_s": 0.1})
+    before = predicted(large_replica)
+    started = time.monotonic()
+    answer = httpx.post(gw.url + CHAT, json=ask(max_tokens=160), timeout=120)
+    took = time.monotonic() - started
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["usage"]["completion_tokens"] == 160
+    assert took > 0.1, f"the answer took {took:.2f} s: too fast to prove anything"
+    assert wait_predicted(large_replica, before + 160) == before + 160  # generated once, not again
+    assert answer.headers["x-switchyard-replica"] == large_replica.base_url
+    replica = gw.gateway.pools["large"].replicas[0]
+    assert replica.breaker.state.value == "closed" and replica.available
+
+
 def test_killing_a_replica_loses_no_request_that_had_not_started(
     llama_binaries, tiny_model, tmp_path, gateway
 ):
@@ -225,9 +244,9 @@ def test_llama_server_closing_after_each_stream_gets_a_spare_connection_ready(sm
     used_spare = []
     exchange = WireClient._exchange
 
-    async def noted(self, conn, request):
+    async def noted(self, conn, request, *timeouts):
         used_spare.append(conn.spare)
-        return await exchange(self, conn, request)
+        return await exchange(self, conn, request, *timeouts)
 
     monkeypatch.setattr(WireClient, "_exchange", noted)
     body = json.dumps({**ask(max_tokens=8), "model": "any", "stream": True}).encode()
@@ -252,3 +271,58 @@ def test_llama_server_closing_after_each_stream_gets_a_spare_connection_ready(sm
     # 1st: a new connection, which the replica closes; the 2nd finds it closed, learns, and opens a
     # new one and a spare; the 3rd and 4th each go out on the spare opened during the answer before.
     assert used_spare == [False, False, True, True], used_spare
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_bfcl_eval_runs_through_the_gateway_on_real_engines(small_replicas, large_replica, tmp_path, stream):
+    """The real path of `switchyard eval --suite bfcl`: the suite's cases from the installed package, the
+    gateway, real llama-server pools. Random tiny models never call a tool, so the score is 0 and the
+    eval must say there is no score rather than claim parity."""
+    from click.testing import CliRunner
+
+    from sparksync.cli.main import cli
+    from sparksync.switchyard.eval.report import NO_SCORE
+
+    config = tmp_path / "switchyard.json"
+    config.write_text(json.dumps({
+        "pools": {"small": {"urls": [s.base_url for s in small_replicas], "model": "tiny-small"},
+                  "large": {"urls": [large_replica.base_url], "model": "tiny-large"}},
+        "policy": {"kind": "fixed_share", "small": "small", "large": "large", "large_share": "1/2"},
+    }))  # fmt: skip
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(cli, [
+        "switchyard", "eval", "--suite", "bfcl", "--limit", "6", "--config", str(config), "--concurrency", "3",
+        "--max-tokens", "12", "--out", str(out), *(["--stream"] if stream else []),
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    for target in report["targets"]:
+        assert target["errors"] == 0, target["outcomes"]
+        assert all(o["output_tokens"] > 0 for o in target["outcomes"]), target["outcomes"]
+        assert target["categories"] == {"simple": 0.0, "multiple": 0.0, "parallel": 0.0}
+    assert report["targets"][0]["share"] == {"large": 0.5, "small": 0.5}
+    assert report["gain"]["parity"] is None and report["gain"]["summary"].startswith(NO_SCORE)
+    if stream:
+        assert all(t["ttft_p50_ms"] > 0 for t in report["targets"])
+
+
+def test_a_sweep_runs_end_to_end_on_real_engines(small_replicas, large_replica):
+    """`switchyard eval --sweep` on the real path: the BFCL cases, the gateway, real llama-server pools,
+    streamed, with a throughput load at each point. The tiny models score 0, so there is no score, and the
+    sweep says so; the large pool is ten times slower, so sending less to it raises the throughput."""
+    from sparksync.switchyard.eval.report import NO_SCORE
+    from sparksync.switchyard.eval.suites import load_suite
+    from sparksync.switchyard.eval.sweep import SweepSettings, SweepSpec, run_sweep
+
+    config = config_for([s.base_url for s in small_replicas], [large_replica.base_url],
+                        {"kind": "fixed_share", "large_share": 1})  # fmt: skip
+    config.pools["small"].model, config.pools["large"].model = "tiny-small", "tiny-large"
+    settings = SweepSettings(concurrency=4, max_tokens=24, load_s=3, settle_s=0.5)
+    report = run_sweep(config, load_suite("bfcl", limit=6), SweepSpec.parse("large_share=1,1/4"), settings)
+    anchor, quarter = report.points
+    assert anchor.anchor and anchor.large_share == 1 and 0.1 <= quarter.large_share <= 0.4
+    for point in report.points:
+        assert point.score == 0 and point.score_errors == 0 and point.load_errors == 0, point
+        assert point.requests > 0 and point.output_tokens_per_s > 0 and point.ttft_p50_ms > 0
+    assert quarter.throughput_x > 1.5, report.points
+    assert report.summary().startswith(NO_SCORE)

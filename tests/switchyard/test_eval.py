@@ -128,7 +128,7 @@ def test_cli_eval_prints_the_summary_and_writes_the_report(pools, tmp_path):
     assert "throughput at score parity (100 against 100)" in result.stdout
     assert "gateway" in result.stdout and "large only" in result.stdout
     document = json.loads(out.read_text())
-    assert document["format"] == "switchyard-eval/1" and document["concurrency"] == 6
+    assert document["format"] == "switchyard-eval/2" and document["concurrency"] == 6
     assert small.bodies[0]["model"] == "mini"  # the pool's name is its model when none is configured
 
 
@@ -209,3 +209,81 @@ def test_cli_lists_and_shows_stored_evals(pools, tmp_path):
     assert shown.exit_code == 0 and "large only" in shown.stdout and "score parity" in shown.stdout
     missing = runner.invoke(cli, ["switchyard", "show", "9"])
     assert missing.exit_code == 25 and "no stored Switchyard eval has id 9" in missing.stderr
+
+
+# -- a public suite -----------------------------------------------------------------------------
+
+
+def bfcl_pools(fake, cases):
+    from tests.switchyard.suite_answers import bfcl_scripts
+
+    small, large = bfcl_scripts(cases)
+    return fake("small", small), fake("large", large)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_cli_eval_of_bfcl_prints_a_score_per_category(fake, tmp_path, stream):
+    from sparksync.switchyard.eval.suites import load_suite
+
+    cases = load_suite("bfcl", limit=9)
+    small, large = bfcl_pools(fake, cases)
+    config_path = tmp_path / "switchyard.json"
+    config_path.write_text(json.dumps({
+        "pools": {"small": {"urls": [small.url]}, "large": {"urls": [large.url]}},
+        "policy": {"kind": "cascade", "small": "small", "large": "large"},
+    }))  # fmt: skip
+    args = ["switchyard", "eval", "--suite", "bfcl", "--limit", "9", "--config", str(config_path),
+            "--concurrency", "3", "--out", str(tmp_path / "r.json"), *(["--stream"] if stream else [])]  # fmt: skip
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("9 cases from BFCL (bfcl-eval ") and ("streamed" if stream else "not streamed") in lines[0]
+    # Per category: gateway, large only, small only. Small botches the 3 parallel cases (a text answer);
+    # the cascade escalates those (no tool call where tools were offered is not an escalation trigger,
+    # so they stay with small): the gateway's parallel score is small's.
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line.startswith("  ") and len(line.split()) == 4}
+    assert rows["simple"] == ["100.0", "100.0", "100.0"] and rows["multiple"] == ["100.0", "100.0", "100.0"]
+    assert rows["parallel"] == ["0.0", "100.0", "0.0"]
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["suite"].startswith("BFCL (bfcl-eval ") and report["stream"] is stream
+    gateway = report["targets"][0]
+    assert gateway["categories"] == {"simple": 100.0, "multiple": 100.0, "parallel": 0.0}
+    assert (gateway["ttft_p50_ms"] is not None) is stream
+    assert large.bodies[0]["temperature"] == 0 and large.bodies[0]["tools"][0]["type"] == "function"
+    assert "lower score (67 against 100" in result.stdout
+
+
+def test_when_the_reference_scores_nothing_the_eval_says_so_instead_of_claiming_parity(fake, tmp_path):
+    """Random tiny models answer nothing right: "1.75x at score parity (0 against 0)" would be a lie."""
+    small, large = fake("small"), fake("large")  # text answers to everything: every call expected is missed
+    config_path = tmp_path / "switchyard.json"
+    config_path.write_text(json.dumps({
+        "pools": {"small": {"urls": [small.url]}, "large": {"urls": [large.url]}},
+        "policy": {"kind": "fixed_share", "small": "small", "large": "large", "large_share": "1/4"},
+    }))  # fmt: skip
+    runner = CliRunner()
+    ran = runner.invoke(cli, ["switchyard", "eval", "--cases", str(example_cases_path()), "--config",
+                              str(config_path), "--out", str(tmp_path / "r.json")])  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    summary = ran.stdout.splitlines()[-1]
+    assert summary.startswith("no score: the models answered no case correctly (") and "parity" not in summary
+    assert json.loads((tmp_path / "r.json").read_text())["gain"]["parity"] is None
+    listed = json.loads(runner.invoke(cli, ["switchyard", "history", "--json"]).stdout)
+    assert listed[0]["parity"] is None and listed[0]["summary"] == summary
+
+
+def test_a_format_1_report_still_reads():
+    from sparksync.switchyard.eval.report import EvalReport
+
+    old = {
+        "format": "switchyard-eval/1", "when": "2026-11-30T09:12:00+0000", "case_file": "cases.json", "cases": 1,
+        "concurrency": 1, "max_tokens": 8, "policy": "cascade",
+        "targets": [{"label": "gateway", "model": "switchyard", "score": 100.0, "cases": 1, "errors": 0,
+                     "wall_s": 1.0, "requests_per_s": 1.0, "output_tokens": 7, "output_tokens_per_s": 7.0,
+                     "share": {"small": 1.0},
+                     "outcomes": [{"id": "a", "score": 1.0, "pool": "small", "output_tokens": 7, "latency_s": 1.0}]}],
+        "gain": {"throughput_x": 1.5, "requests_x": 1.5, "score_gateway": 100, "score_large": 100, "parity": True,
+                 "summary": "1.50x throughput at score parity (100 against 100)"},
+    }  # fmt: skip
+    report = EvalReport.model_validate(old)
+    assert report.suite is None and report.stream is False and report.targets[0].categories == {}

@@ -58,6 +58,7 @@ def test_chat_is_relayed_with_only_the_model_renamed(pair):
     assert (
         response.headers["x-switchyard-pool"] == "small" and response.headers["x-switchyard-via"] == "policy"
     )
+    assert response.headers["x-switchyard-replica"] == small.url  # which replica of the pool answered
     assert small.bodies == [{**body, "model": "small-model"}]
 
 
@@ -152,7 +153,9 @@ def test_oversized_body_is_413(fake, gateway):
 def test_unknown_path_and_method(pair):
     _, _, gw = pair
     assert httpx.get(gw.url + "/v1/embeddings").json()["error"]["code"] == "not_found"
-    assert httpx.get(gw.url + CHAT).status_code == 405
+    wrong_method = httpx.get(gw.url + CHAT)
+    assert wrong_method.status_code == 405
+    assert wrong_method.json()["error"]["type"] == "invalid_request_error"  # the client's mistake
 
 
 def test_api_key_is_demanded_when_configured(fake, gateway, monkeypatch):
@@ -201,23 +204,107 @@ def test_replica_failing_its_health_check_leaves_the_rotation(fake, gateway):
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_failures_before_the_first_byte_are_retried(fake, gateway, stream):
-    broken = fake("broken", default=Reply(status=500))
+def test_requests_no_engine_is_working_on_are_tried_elsewhere(fake, gateway, stream):
+    """A refused connect, a 503 ("not now") and a connection dropped before any byte of an answer
+    (the engine let go of the request) are the failures another replica may take over."""
+    busy = fake("busy", default=Reply(status=503))
     dropping = fake("dropping", default=Reply(fail="drop"))
     good = fake("good", default=Reply(content="fine"))
-    gw = gateway(config_for([broken.url, dropping.url, good.url], [good.url]))
+    small = [dead_url(), busy.url, dropping.url, good.url]
+    gw = gateway(config_for(small, [good.url], health={"interval_s": 60}, limits={"max_attempts": 4}))
+    for replica in gw.gateway.pools["small"].replicas:
+        replica.healthy = True  # as if the first health check had not run yet
     response = httpx.post(gw.url + CHAT, json=ask(stream=stream))
     assert response.status_code == 200 and "fine" in response.text.replace('"', "")
-    assert len(broken.bodies) == 1 and len(dropping.bodies) == 1 and len(good.bodies) == 1
-    assert 'switchyard_retries_total{pool="small"} 2.0' in httpx.get(gw.url + "/metrics").text
+    assert len(busy.bodies) == 1 and len(dropping.bodies) == 1 and len(good.bodies) == 1
+    assert response.headers["x-switchyard-replica"] == good.url
+    metrics = httpx.get(gw.url + "/metrics").text
+    assert 'switchyard_retries_total{pool="small"} 3.0' in metrics
+    assert 'switchyard_errors_total{kind="busy",pool="small"} 1.0' in metrics
+    # A busy answer is the replica saying "not now", not failing: its breaker counts nothing.
+    assert gw.gateway.pools["small"].replicas[1].breaker._consecutive == 0
 
 
-def test_when_every_replica_answers_5xx_the_engines_error_comes_back(fake, gateway):
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_an_engine_may_still_be_on_is_never_sent_again(fake, gateway, stream):
+    """An engine's error answer (500) is its answer, and a stream silent past read_timeout_s may
+    still be generating: the client hears what happened, and no other replica runs it again."""
     broken = fake("broken", default=Reply(status=500))
-    gw = gateway(config_for([broken.url], [broken.url]))
+    silent = fake("silent", default=Reply(delay_s=3))
+    spare = fake("spare")
+    limits = {"read_timeout_s": 0.3, "answer_timeout_s": 0.3}
+    gw = gateway(config_for([broken.url, spare.url], [silent.url, spare.url], limits=limits))
+    gw.gateway.pools["small"].replicas[0].last_picked = -1  # the broken one is the first choice
+    gw.gateway.pools["large"].replicas[0].last_picked = -1
+    failed = httpx.post(gw.url + CHAT, json=ask(stream=stream))
+    assert failed.status_code == 500 and failed.headers["x-switchyard-replica"] == broken.url
+    assert failed.json()["error"]["message"] == "broken failed on purpose"
+    timed_out = httpx.post(gw.url + CHAT, json=ask(model="large", stream=stream), timeout=30)
+    assert timed_out.status_code == 504 and timed_out.headers["x-switchyard-replica"] == silent.url
+    error = timed_out.json()["error"]
+    assert error["code"] == "timeout" and "not sent to another replica" in error["message"]
+    assert ("limits.read_timeout_s" if stream else "limits.answer_timeout_s") in error["message"]
+    assert len(broken.bodies) == 1 and len(silent.bodies) == 1 and not spare.bodies
+    assert "switchyard_retries_total{" not in httpx.get(gw.url + "/metrics").text
+
+
+def test_when_every_replica_is_busy_the_engines_error_comes_back(fake, gateway):
+    busy = fake("busy", default=Reply(status=503))
+    gw = gateway(config_for([busy.url], [busy.url]))
     response = httpx.post(gw.url + CHAT, json=ask())
-    assert response.status_code == 500 and "failed on purpose" in response.text
-    assert len(broken.bodies) == 3  # limits.max_attempts
+    assert response.status_code == 503 and "failed on purpose" in response.text
+    assert len(busy.bodies) == 3  # limits.max_attempts
+
+
+def test_engine_errors_come_back_in_openais_shape(fake, gateway):
+    """llama.cpp puts its HTTP status in an integer ``code``; OpenAI's shape has a string or null."""
+    broken = fake("broken", default=Reply(status=500))
+    refusing = fake("refusing", default=Reply(status=400))
+    gw = gateway(config_for([broken.url], [refusing.url]))
+    direct = httpx.post(broken.url + CHAT, json=ask()).json()["error"]
+    assert direct["code"] == 500 and "type" not in direct  # what the engine itself sends
+    for model, status, name in (("small", 500, "broken"), ("large", 400, "refusing")):
+        response = httpx.post(gw.url + CHAT, json=ask(model=model))
+        assert response.status_code == status and response.headers["content-type"] == "application/json"
+        assert response.json() == {
+            "error": {
+                "message": f"{name} failed on purpose",
+                "type": "api_error" if status == 500 else "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
+
+
+def test_a_long_non_streamed_answer_is_not_cut_by_the_stream_idle_timeout(fake, gateway):
+    """llama-server sends a non-streamed answer only once all of it is generated: a second of
+    silence there is the answer being made, not a replica in trouble."""
+    slow = fake("slow", default=Reply(content="done", delay_s=1.0))
+    other = fake("other")
+    gw = gateway(config_for([slow.url, other.url], [slow.url], limits={"read_timeout_s": 0.3}))
+    gw.gateway.pools["small"].replicas[0].last_picked = -1
+    response = httpx.post(gw.url + CHAT, json=ask(), timeout=30)
+    assert response.status_code == 200 and response.json()["choices"][0]["message"]["content"] == "done"
+    assert len(slow.bodies) == 1 and not other.bodies
+    assert gw.gateway.pools["small"].replicas[0].breaker.state.value == "closed"
+
+
+def test_a_non_streamed_answer_past_its_deadline_is_a_504_and_not_run_again(fake, gateway):
+    slow = fake("slow", default=Reply(delay_s=3))
+    other = fake("other")
+    gw = gateway(config_for([slow.url, other.url], [slow.url], limits={"answer_timeout_s": 0.4}))
+    gw.gateway.pools["small"].replicas[0].last_picked = -1
+    started = time.monotonic()
+    response = httpx.post(gw.url + CHAT, json=ask(), timeout=30)
+    assert time.monotonic() - started < 2.5
+    assert response.status_code == 504 and response.headers["x-switchyard-replica"] == slow.url
+    error = response.json()["error"]
+    assert error["code"] == "timeout" and error["type"] == "timeout_error"
+    assert "limits.answer_timeout_s" in error["message"] and "not sent to another replica" in error["message"]
+    assert len(slow.bodies) == 1 and not other.bodies
+    # A generation longer than the deadline is not the replica failing: it stays in service.
+    replica = gw.gateway.pools["small"].replicas[0]
+    assert replica.breaker._consecutive == 0 and replica.available
 
 
 def test_a_stream_broken_midway_is_not_retried_and_ends_with_an_error_event(fake, gateway):

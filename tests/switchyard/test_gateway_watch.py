@@ -90,7 +90,8 @@ def test_a_gateway_that_wants_a_key_is_read_with_it(fake, gateway, monkeypatch, 
             watch.close()
 
 
-def test_serve_announces_itself_while_it_listens(tmp_path, fake):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_serve_announces_itself_while_it_listens(tmp_path, fake, stop):
     # Port 0: the gateway picks a free port, and the announcement names the real one.
     config = config_for([fake("s").url], [fake("l").url]).model_dump_json(exclude_defaults=True)
     proc = subprocess.Popen(
@@ -115,7 +116,8 @@ def test_serve_announces_itself_while_it_listens(tmp_path, fake):
             assert set(reading.live.pools) == {"small", "large"}
         finally:
             watch.close()
-        proc.send_signal(signal.SIGINT)
+        # Ctrl-C, or SIGTERM (systemd, kill, a workload's stop): both unannounce the gateway.
+        proc.send_signal(stop)
         assert proc.wait(20) == 0
         assert announced_gateways() == [] and list(gateways_dir().glob("*.json")) == []
     finally:

@@ -76,7 +76,9 @@ def rules(**overrides) -> RulesPolicy:
 def test_rules_short_plain_question_goes_small_with_its_score():
     decision = rules().decide(chat("What is the capital of France?"))
     assert decision.pool == "s" and decision.score == pytest.approx(0.002)  # 30 characters: ~8 tokens
-    assert decision.reason.startswith("score 0.00 < 1: prompt of ~8 tokens +0.00")
+    # The prompt's 0.002 counts in the score; a reason that would read "+0.00" is left out.
+    assert decision.reason == "score 0.00 < 1"
+    assert decision.details == ("(no feature adds 0.01 or more to the score)",)
 
 
 def test_rules_each_feature_adds_its_weighted_points():
@@ -192,3 +194,14 @@ def test_cascade_optional_checks():
     assert cascade(refusal_patterns=[r"sunny"]).failures(Answer("Sunny."), REQUEST)[0].startswith("refusal")
     relaxed = cascade(require_demanded_tool_call=False)
     assert relaxed.failures(Answer("Sunny."), {**REQUEST, "tool_choice": "required"}) == []
+
+
+def test_cascade_with_a_threshold_sends_high_scoring_requests_straight_to_large():
+    policy = cascade(threshold=1.0)
+    hard = policy.decide(chat("Prove it step by step", reasoning_effort="high"))
+    assert hard.pool == "l" and hard.escalate_to is None  # no small answer to wait for
+    assert hard.reason.startswith("straight to l: score 2.25 >= 1") and hard.score == pytest.approx(2.25, abs=0.005)  # and the prompt's thousandths
+    easy = policy.decide(chat("What is the capital of France?"))
+    assert easy.pool == "s" and easy.escalate_to == "l"
+    # Without a threshold nothing skips the small pool, however hard it scores.
+    assert cascade().decide(chat("Prove it step by step", reasoning_effort="high")).pool == "s"

@@ -184,10 +184,10 @@ def test_a_replica_that_closes_after_each_stream_gets_a_new_connection_at_once(m
     exchanges, spares = [], []
     exchange = WireClient._exchange
 
-    async def counted(self, conn, request):
+    async def counted(self, conn, request, *timeouts):
         exchanges.append(conn)
         spares.append(conn.spare)
-        return await exchange(self, conn, request)
+        return await exchange(self, conn, request, *timeouts)
 
     monkeypatch.setattr(WireClient, "_exchange", counted)
 

@@ -5,7 +5,8 @@ so listing a thousand runs reads no JSON; the JSON columns (llama-benchy's
 full result last of all) are read only when one run is opened. SQLite keeps
 a row's tail in overflow pages, so a listing never even touches the blobs.
 
-The same file holds the Switchyard eval reports (``switchyard_evals``, see
+The same file holds the Switchyard eval reports and sweeps
+(``switchyard_evals``, ``switchyard_sweeps``, see
 ``sparksync.switchyard.eval.history``), so one history backs the Benchmarks
 panel.
 
@@ -155,7 +156,25 @@ _V2 = (
 # Version 3: each run's {node name: node id}, so its nodes stay its own through a rename. Listings
 # never read it, so it may come after the blobs. NULL: not looked up yet (runs stored before).
 _V3 = ("ALTER TABLE runs ADD COLUMN node_ids_json TEXT",)
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
+# Version 4: Switchyard's traffic-split sweeps (``sparksync.switchyard.eval.history``).
+_V4 = (
+    """CREATE TABLE switchyard_sweeps (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        case_file TEXT NOT NULL,
+        cases INTEGER NOT NULL,
+        policy TEXT NOT NULL,
+        parameter TEXT NOT NULL,
+        settings TEXT NOT NULL,
+        concurrency INTEGER NOT NULL,
+        anchor_score REAL,
+        best_x REAL,
+        summary TEXT,
+        report_json TEXT NOT NULL
+    )""",
+    "CREATE INDEX switchyard_sweeps_by_time ON switchyard_sweeps (created_at DESC, id DESC)",
+)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
 
 _LIST_COLUMNS = ("id", "created_at", "kind", "status", "model", "profile_name", "cluster_size", "topology",
                  "collective_backend", "label", "sweep_id", "decode_tps", "prefill_tps", "ttft_ms",

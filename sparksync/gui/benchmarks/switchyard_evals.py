@@ -1,8 +1,10 @@
-"""The Benchmarks panel's Switchyard tab: stored evals, and one eval's report when selected.
+"""The Benchmarks panel's Switchyard tab: stored evals and sweeps, and one's report when selected.
 
 The list reads only the history's plain columns (``EvalHistory.list_evals``);
 the whole report, with every case's outcome, is read when a row is chosen.
-Both reads run in workers; results come back as signals.
+Both reads run in workers; results come back as signals. The sweeps (score
+against throughput at each traffic split, charted beside the published
+points) are the second page, ``switchyard_sweeps.SwitchyardSweeps``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QSplitter,
     QTableWidget,
+    QTabWidget,
     QTableWidgetItem,
     QTextBrowser,
     QVBoxLayout,
@@ -23,6 +26,7 @@ from PySide6.QtWidgets import (
 
 from sparksync.core.bench.history import HistoryStore
 from sparksync.gui.benchmarks.cells import DASH
+from sparksync.gui.benchmarks.switchyard_sweeps import SwitchyardSweeps
 from sparksync.gui.workers import Jobs
 from sparksync.switchyard.eval.history import EvalHistory, EvalListItem
 from sparksync.switchyard.eval.report import EvalReport, TargetReport
@@ -60,25 +64,32 @@ class SwitchyardEvals(QWidget):
         self.details = QTextBrowser(self)
         self.details.setObjectName("switchyardEvalDetails")
         self.details.setHtml(EMPTY_HINT)
+        self.sweeps = SwitchyardSweeps(history_path, self)
+        self.sweeps.error_raised.connect(self.error_raised)
         splitter = QSplitter(Qt.Orientation.Vertical, self)
         splitter.addWidget(self.table)
         splitter.addWidget(self.details)
         splitter.setStretchFactor(0, 2)
         splitter.setStretchFactor(1, 3)
+        self.pages = QTabWidget(self)
+        self.pages.setObjectName("switchyardPages")
+        self.pages.addTab(splitter, "Evals")
+        self.pages.addTab(self.sweeps, "Sweeps")
         column = QVBoxLayout(self)
         column.setContentsMargins(0, 0, 0, 0)
-        column.addWidget(splitter)
+        column.addWidget(self.pages)
 
     def reload(self) -> None:
         path = self.history_path
         self.jobs.run("Switchyard evals", lambda: list_evals(path), self._on_evals_listed)
+        self.sweeps.reload()
 
     def open_eval(self, eval_id: int) -> None:
         path = self.history_path
         self.jobs.run("Switchyard eval", lambda: get_eval(path, eval_id), self._on_eval_read)
 
     def wait(self, timeout: float = 30.0) -> bool:
-        return self.jobs.wait(timeout)
+        return self.jobs.wait(timeout) and self.sweeps.wait(timeout)
 
     def _on_evals_listed(self, items: list[EvalListItem]) -> None:
         self.table.setRowCount(len(items))
@@ -94,8 +105,9 @@ class SwitchyardEvals(QWidget):
 
     def _on_table_item_selection_changed(self) -> None:
         rows = {index.row() for index in self.table.selectionModel().selectedRows()}
-        if len(rows) == 1:
-            self.open_eval(self.table.item(rows.pop(), 0).data(Qt.ItemDataRole.UserRole))
+        item = self.table.item(rows.pop(), 0) if len(rows) == 1 else None
+        if item is not None:
+            self.open_eval(item.data(Qt.ItemDataRole.UserRole))
 
     def _on_eval_read(self, report: EvalReport) -> None:
         self.report = report
@@ -115,7 +127,7 @@ def _evals_table(parent: QWidget) -> QTableWidget:
 
 
 def _cells(item: EvalListItem) -> list[str]:
-    parity = DASH if item.parity is None else ("yes" if item.parity else "no")
+    parity = "no score" if item.parity is None else ("yes" if item.parity else "no")
     gain = DASH if item.throughput_x is None else f"{item.throughput_x:.2f}x"
     return [
         str(item.id),

@@ -17,7 +17,9 @@ import logging
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
+from sparksync.core.base.errors import SparkSyncError
 from sparksync.gui.switchyard.gateway_panel import GatewayPanel
+from sparksync.gui.switchyard.layout_dialog import LayoutDialog
 from sparksync.gui.workers import Jobs
 from sparksync.switchyard.gateway_watch import GatewayReading, GatewayWatch
 from sparksync.switchyard.watched import add_watched
@@ -36,10 +38,13 @@ class SwitchyardView(QWidget):
     status_message = Signal(str)
     error_raised = Signal(str)
 
-    def __init__(self, watch: GatewayWatch, parent: QWidget | None = None, *, poll_ms: int = POLL_MS):
+    def __init__(self, watch: GatewayWatch, parent: QWidget | None = None, *, poll_ms: int = POLL_MS,
+                 actions=None):  # fmt: skip
         super().__init__(parent)
         self.setObjectName("switchyardView")
         self.watch = watch
+        self.actions = actions  # the paired nodes and their fleet, for the published layout
+        self.layout_dialog: LayoutDialog | None = None
         self.jobs = Jobs(self)
         self.panels: dict[str, GatewayPanel] = {}
         self._polling = False
@@ -51,11 +56,17 @@ class SwitchyardView(QWidget):
 
     def _build(self) -> None:
         self.hint = QLabel(HINT, self, objectName="switchyardHint")
+        self.hint.setWordWrap(True)  # the bar must fit beside the dashboard's plots, whatever the window's width
         self.address = QLineEdit(self, objectName="gatewayAddress", placeholderText="http://HOST:PORT")
         self.add_button = QPushButton("Watch", self, objectName="watchGateway")
         self.add_button.setToolTip("Watch the Switchyard gateway at this address (kept across restarts)")
         self.add_button.clicked.connect(self._on_add_button_clicked)
         self.address.returnPressed.connect(self._on_add_button_clicked)
+        self.layout_button = QPushButton("Published layout…", self)
+        self.layout_button.setObjectName("publishedLayout")
+        self.layout_button.setToolTip("Start 3 x large on 2 nodes + 2 x small on 1 node (or its 4- and 2-node "
+                                      "forms), memory checked first, with the gateway over them")  # fmt: skip
+        self.layout_button.clicked.connect(self.open_layout)
         self.problems = QLabel(self, objectName="switchyardProblems", wordWrap=True)
         self.problems.setStyleSheet("color: #c0392b")
         self.problems.hide()
@@ -63,6 +74,7 @@ class SwitchyardView(QWidget):
         bar.addWidget(self.hint, 1)
         bar.addWidget(self.address)
         bar.addWidget(self.add_button)
+        bar.addWidget(self.layout_button)
         self.column = QVBoxLayout(self)
         self.column.setContentsMargins(0, 4, 0, 0)
         self.column.addLayout(bar)
@@ -89,7 +101,8 @@ class SwitchyardView(QWidget):
         """Stop polling; wait for a poll in flight (``timeout=0`` only asks). The watch is the owner's to close."""
         self._shut = True
         self._timer.stop()
-        return self.jobs.wait(timeout)
+        dialog = self.layout_dialog
+        return self.jobs.wait(timeout) and (dialog is None or dialog.wait(timeout))
 
     def _on_polled(self, outcome: tuple[list[GatewayReading], list[str]]) -> None:
         self._polling = False
@@ -144,6 +157,30 @@ class SwitchyardView(QWidget):
             self.poll()
 
         self.jobs.run("Adding a Switchyard gateway", lambda: add_watched(text), added, self.error_raised.emit)
+
+
+    def open_layout(self) -> LayoutDialog:
+        """The published layout's dialog, over the paired nodes (made once, then shown again)."""
+        if self.layout_dialog is None:
+            actions = self.actions
+
+            def agents():
+                from sparksync.core.workloads.agents import FleetAgents
+
+                if actions is None or not callable(getattr(actions, "fleet", None)):
+                    raise SparkSyncError("the layout runs on paired nodes: pair them first (Nodes tab)")
+                return FleetAgents(actions.fleet())
+
+            def nodes():
+                paired = actions.paired() if actions is not None and hasattr(actions, "paired") else []
+                return [(n.name, n.host) for n in paired]
+
+            self.layout_dialog = LayoutDialog(agents, nodes, self)
+            self.layout_dialog.error_raised.connect(self.error_raised)
+            self.layout_dialog.finished_start.connect(lambda _outcome: self.poll())  # the new gateway shows
+        self.layout_dialog.load()
+        self.layout_dialog.show()
+        return self.layout_dialog
 
 
 def app_watch(actions) -> GatewayWatch:

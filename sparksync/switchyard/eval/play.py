@@ -34,15 +34,15 @@ def targets(config: SwitchyardConfig) -> list[Target]:
 def play(
     config: SwitchyardConfig,
     cases: CaseFile,
-    case_file: Path,
+    case_file: Path | str,
     concurrency: int,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     source: PoolSource | None = None,
+    stream: bool = False,
+    suite: str | None = None,
 ) -> EvalReport:
-    # The eval's own gateway listens on loopback only, on a free port, whatever the config says.
-    local = config.model_copy(update={"listen": ListenConfig(host="127.0.0.1", port=0)})
-    with GatewayThread(local, source) as gateway:
-        runs = asyncio.run(_play_all(gateway.url, config, cases, concurrency, max_tokens))
+    with local_gateway(config, source) as gateway:
+        runs = asyncio.run(_play_all(gateway.url, config, cases, concurrency, max_tokens, stream))
     reports = [target_report(run) for run in runs]
     return EvalReport(
         case_file=str(case_file),
@@ -52,18 +52,25 @@ def play(
         policy=config.policy.kind,
         targets=reports,
         gain=gain(reports[0], reports[1]),
+        suite=suite,
+        stream=stream,
     )
 
 
+def local_gateway(config: SwitchyardConfig, source: PoolSource | None = None) -> GatewayThread:
+    """The eval's own gateway: on loopback only, on a free port, whatever the config says."""
+    return GatewayThread(config.model_copy(update={"listen": ListenConfig(host="127.0.0.1", port=0)}), source)
+
+
 async def _play_all(
-    url: str, config: SwitchyardConfig, cases: CaseFile, concurrency: int, max_tokens: int
+    url: str, config: SwitchyardConfig, cases: CaseFile, concurrency: int, max_tokens: int, stream: bool
 ) -> list[TargetRun]:
     limits = httpx.Limits(max_connections=concurrency + 4)
     async with httpx.AsyncClient(limits=limits, trust_env=False) as client:
         runs = []
         for target in targets(config):
             log.info("eval: %d cases against %s (model %s)", len(cases.cases), target.label, target.model)
-            run = await run_target(client, url, cases, target, concurrency, max_tokens)
+            run = await run_target(client, url, cases, target, concurrency, max_tokens, stream)
             if run.errors == len(run.runs):
                 raise EvalError(
                     f"every request to {target.label} (model {target.model!r}) failed, e.g. "

@@ -14,7 +14,10 @@ from sparksync_agent.atomic import write_atomic
 
 from sparksync.switchyard.eval.runner import TargetRun
 
-REPORT_FORMAT = "switchyard-eval/1"
+# 2: per-category scores, streamed runs (TTFT), the suite's name, and "no score" (parity null).
+# A format-1 report reads as format 2 without them.
+REPORT_FORMAT = "switchyard-eval/2"
+NO_SCORE = "no score: the models answered no case correctly"
 
 
 class CaseOutcome(BaseModel):
@@ -24,6 +27,8 @@ class CaseOutcome(BaseModel):
     output_tokens: int
     latency_s: float
     notes: list[str] = Field(default_factory=list)
+    category: str | None = None
+    ttft_s: float | None = None
 
 
 class TargetReport(BaseModel):
@@ -38,6 +43,9 @@ class TargetReport(BaseModel):
     output_tokens_per_s: float
     share: dict[str, float]
     outcomes: list[CaseOutcome]
+    categories: dict[str, float] = Field(default_factory=dict)  # 0-100 each
+    ttft_p50_ms: float | None = None  # streamed runs
+    ttft_p99_ms: float | None = None
 
 
 class Gain(BaseModel):
@@ -45,7 +53,7 @@ class Gain(BaseModel):
     requests_x: float
     score_gateway: int
     score_large: int
-    parity: bool
+    parity: bool | None  # None: no score to keep (large-only answered nothing right)
     summary: str
 
 
@@ -59,6 +67,8 @@ class EvalReport(BaseModel):
     policy: str
     targets: list[TargetReport]
     gain: Gain
+    suite: str | None = None  # e.g. "BFCL (bfcl-eval 2026.3.23)", when the cases came from one
+    stream: bool = False
 
 
 def target_report(run: TargetRun) -> TargetReport:
@@ -71,9 +81,12 @@ def target_report(run: TargetRun) -> TargetReport:
             output_tokens=r.output_tokens,
             latency_s=round(r.latency_s, 4),
             notes=r.score.notes,
+            category=r.category,
+            ttft_s=None if r.ttft_s is None else round(r.ttft_s, 4),
         )
         for r in run.runs
     ]
+    ttfts = [r.ttft_s for r in run.runs if r.ttft_s is not None]
     return TargetReport(
         label=run.target.label,
         model=run.target.model,
@@ -86,7 +99,23 @@ def target_report(run: TargetRun) -> TargetReport:
         output_tokens_per_s=round(run.output_tokens / wall, 2),
         share=run.share(),
         outcomes=outcomes,
+        categories={name: round(score, 2) for name, score in run.categories().items()},
+        ttft_p50_ms=_ms(percentile(ttfts, 50)) if ttfts else None,
+        ttft_p99_ms=_ms(percentile(ttfts, 99)) if ttfts else None,
     )
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile, linear between the two nearest ranks (numpy's default)."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def _ms(seconds: float) -> float:
+    return round(1000 * seconds, 2)
 
 
 def gain(gateway: TargetReport, large: TargetReport, tolerance: int = 0) -> Gain:
@@ -95,8 +124,17 @@ def gain(gateway: TargetReport, large: TargetReport, tolerance: int = 0) -> Gain
     tput = round(gateway.output_tokens_per_s / large.output_tokens_per_s, 2) if large.output_tokens_per_s else 0.0
     reqs = round(gateway.requests_per_s / large.requests_per_s, 3) if large.requests_per_s else 0.0
     g, l = round(gateway.score), round(large.score)
-    parity = g >= l - tolerance
-    if parity:
+    parity: bool | None = g >= l - tolerance
+    if large.score == 0:
+        # Parity with nothing means nothing: say so rather than claim it.
+        parity = None
+        summary = (
+            f"{NO_SCORE} ({tput:.2f}x throughput)"
+            if gateway.score == 0
+            else f"no score: large-only answered no case correctly, so there is no score to keep "
+            f"(gateway {g}; {tput:.2f}x throughput)"
+        )
+    elif parity:
         summary = f"{tput:.2f}x throughput at score parity ({g} against {l})"
     else:
         summary = (
@@ -114,8 +152,8 @@ def gain(gateway: TargetReport, large: TargetReport, tolerance: int = 0) -> Gain
 
 def render(report: EvalReport) -> str:
     title = (
-        f"{report.cases} cases from {report.case_file}, concurrency {report.concurrency}, "
-        f"policy {report.policy}"
+        f"{report.cases} cases from {report.suite or report.case_file}, concurrency {report.concurrency}, "
+        f"{'streamed' if report.stream else 'not streamed'}, policy {report.policy}"
     )
     lines = [title, "", f"  {'target':<12} {'score':>6} {'tok/s':>9} {'req/s':>7} {'errors':>6}  share"]
     for t in report.targets:
@@ -124,8 +162,23 @@ def render(report: EvalReport) -> str:
             f"  {t.label:<12} {t.score:>6.1f} {t.output_tokens_per_s:>9.1f} {t.requests_per_s:>7.2f} "
             f"{t.errors:>6}  {share}"
         )
+    lines += _category_lines(report.targets)
     lines += ["", report.gain.summary]
     return "\n".join(lines)
+
+
+def _category_lines(targets: list[TargetReport]) -> list[str]:
+    """Per category, each target's score (when the cases have categories)."""
+    names = list(dict.fromkeys(name for t in targets for name in t.categories))
+    if not names:
+        return []
+    width = max(12, *(len(n) for n in names))
+    lines = ["", f"  {'category':<{width}} " + " ".join(f"{t.label:>11}" for t in targets)]
+    for name in names:
+        scores = " ".join(f"{t.categories[name]:>11.1f}" if name in t.categories else f"{'-':>11}"
+                          for t in targets)  # fmt: skip
+        lines.append(f"  {name:<{width}} {scores}")
+    return lines
 
 
 def save_report(report: EvalReport, path: Path) -> Path:

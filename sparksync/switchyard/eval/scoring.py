@@ -10,6 +10,10 @@ JSON schema, so they match when they mean the same thing to the tool:
 - an array with ``uniqueItems`` is a set (order does not matter), else a sequence;
 - objects compare key by key with each property's schema;
 - an argument the model left out matches when the schema's default equals the expected value.
+
+Several expected calls (in any order) score the mean of their best matches; a
+case that expects no call scores 1 for any answer without one. A file or case
+whose rule is ``bfcl`` is scored by BFCL's own rules instead (``bfcl_rules``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from datetime import time as dt_time
 from typing import Any
 
 from sparksync.switchyard.answer import Answer, ToolCall
-from sparksync.switchyard.eval.cases import Case, CaseFile, Scoring
+from sparksync.switchyard.eval import bfcl_rules
+from sparksync.switchyard.eval.cases import Case, CaseFile, Expect, Scoring
 
 _MISSING = object()
 
@@ -38,9 +43,18 @@ class CaseScore:
 
 def score_case(cases: CaseFile, case: Case, answer: Answer) -> CaseScore:
     rule = cases.scoring_of(case)
+    schemas = {t.function.name: t.function.parameters for t in cases.tools_of(case)}
+    if rule.rule == "bfcl":
+        problems = bfcl_rules.check(case, answer, schemas)
+        return CaseScore(case.id, 0.0 if problems else 1.0, name_ok=not problems, notes=problems)
     if case.expect.answer_pattern is not None:
         return _score_text(case, answer, rule)
-    schemas = {t.function.name: t.function.parameters for t in cases.tools_of(case)}
+    if case.expect.no_call:
+        if answer.tool_calls:
+            return CaseScore(case.id, 0.0, notes=[f"expected no tool call, got {answer.tool_calls[0].name!r}"])
+        return CaseScore(case.id, 1.0, name_ok=True)
+    if case.expect.tool_calls is not None:
+        return _score_calls(case, answer, rule, schemas)
     return _score_call(case, answer, rule, schemas)
 
 
@@ -53,6 +67,23 @@ def _score_text(case: Case, answer: Answer, rule: Scoring) -> CaseScore:
     if re.search(case.expect.answer_pattern or "", answer.content, flags):
         return CaseScore(case.id, 1.0, name_ok=True)
     return CaseScore(case.id, 0.0, notes=[f"answer does not match /{case.expect.answer_pattern}/"])
+
+
+def _score_calls(case: Case, answer: Answer, rule: Scoring, schemas: dict[str, dict]) -> CaseScore:
+    """Several expected calls in any order: each takes the answer's best-scoring call not yet taken;
+    the case scores the mean, and nothing when the number of calls differs."""
+    expected = case.expect.calls()
+    if len(answer.tool_calls) != len(expected):
+        return CaseScore(case.id, 0.0, notes=[f"expected {len(expected)} call(s), got {len(answer.tool_calls)}"])
+    left, scores, notes = list(answer.tool_calls), [], []
+    for want in expected:
+        single = case.model_copy(update={"expect": Expect(tool_call=want)})
+        options = [(_score_call(single, Answer("", [call]), rule, schemas), call) for call in left]
+        best, call = max(options, key=lambda option: option[0].score)
+        left.remove(call)
+        scores.append(best.score)
+        notes += [f"{want.name}: {note}" for note in best.notes]
+    return CaseScore(case.id, sum(scores) / len(scores), name_ok=all(s > 0 for s in scores), notes=notes)
 
 
 def _score_call(case: Case, answer: Answer, rule: Scoring, schemas: dict[str, dict]) -> CaseScore:
@@ -132,7 +163,8 @@ def _json_kind(value: Any) -> str:
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), "null")
+    kinds: dict[type, str] = {str: "string", list: "array", dict: "object"}
+    return kinds.get(type(value), "null")
 
 
 def _number(want: Any, got: Any, schema: dict, rule: Scoring) -> str | None:
@@ -177,7 +209,7 @@ def _boolean(want: Any, got: Any, schema: dict, rule: Scoring) -> str | None:
 def _array(want: Any, got: Any, schema: dict, rule: Scoring) -> str | None:
     if not isinstance(got, list) or len(got) != len(want):
         return f"expected {len(want)} item(s) {want!r}, got {got!r}"
-    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    items: dict = schema["items"] if isinstance(schema.get("items"), dict) else {}
     if schema.get("uniqueItems"):
         return _unordered(want, got, items, rule)
     for i, (w, g) in enumerate(zip(want, got)):

@@ -11,6 +11,8 @@ An answer fails when:
 
 The small answer is held back until it has passed (see docs/switchyard.md for
 what that costs a streaming client); the large pool's answer is final and streams live.
+With a ``threshold``, requests the rules policy scores at or above it skip the
+small pool and go straight to the large one (no escalation to wait for).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from typing import Any
 import jsonschema
 
 from sparksync.switchyard.answer import Answer, ToolCall
-from sparksync.switchyard.config import CascadePolicyConfig
+from sparksync.switchyard.config import CascadePolicyConfig, RulesPolicyConfig
 from sparksync.switchyard.features import RequestFeatures, demands_tool_call
 from sparksync.switchyard.policies.base import Decision, Policy
+from sparksync.switchyard.policies.rules import RulesPolicy
 
 
 class CascadePolicy(Policy):
@@ -33,8 +36,17 @@ class CascadePolicy(Policy):
         super().__init__(config.small, config.large)
         self.config = config
         self._refusals = [re.compile(p, re.IGNORECASE) for p in config.refusal_patterns]
+        self._rules = None if config.threshold is None else RulesPolicy(RulesPolicyConfig(
+            kind="rules", small=config.small, large=config.large, threshold=config.threshold,
+            weights=config.weights, keywords=config.keywords,
+        ))  # fmt: skip
 
     def decide(self, features: RequestFeatures, *, commit: bool = True) -> Decision:
+        if self._rules is not None:
+            scored = self._rules.decide(features, commit=commit)
+            if scored.pool == self.large:
+                return Decision(self.large, self.name, f"straight to {self.large}: {scored.reason}",
+                                scored.details, score=scored.score)  # fmt: skip
         details = (
             f"{self.small} answers first; its answer is validated before any byte reaches the client,",
             f"and an answer that fails validation is retried on {self.large}, which streams live.",

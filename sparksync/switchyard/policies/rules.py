@@ -41,9 +41,12 @@ class RulesPolicy(Policy):
         pool = self.large if large else self.small
         relation = ">=" if large else "<"
         reason = f"score {score:.2f} {relation} {self.threshold:g}"
-        if terms:
-            reason += ": " + ", ".join(f"{why} {points:+.2f}" for points, why in terms)
-        details = tuple(f"{points:+.2f}  {why}" for points, why in terms) or (
-            "(no feature adds to the score)",
+        # The score counts every term; the reasons leave out those that would read "+0.00"
+        # (a short prompt's few thousandths), which explain nothing.
+        shown = [(points, why) for points, why in terms if round(points, 2)]
+        if shown:
+            reason += ": " + ", ".join(f"{why} {points:+.2f}" for points, why in shown)
+        details = tuple(f"{points:+.2f}  {why}" for points, why in shown) or (
+            "(no feature adds 0.01 or more to the score)",
         )
         return Decision(pool, self.name, reason, details, score=score)
