@@ -239,13 +239,9 @@ def scale_cmd(model_path: str, tokenizer: Path, recipe: str, node_list: str | No
     """The same model and profile on 1, 2, 4 and 8 nodes, each started as a workload; one scaling report."""
     from sparksync.core.bench.scale import DEFAULT_SIZES, ScaleSweep
     from sparksync.core.bench.workload_sweep import SweepWorkload, WorkloadBringUp
-    from sparksync.core.fleet.remote_node import default_fleet
-    from sparksync.core.nodes.registry import Registry
-    from sparksync.core.workloads.agents import FleetAgents
-    from sparksync.core.workloads.fabric_settings import load_fabric_settings
-    from sparksync.core.workloads.launch_request import parse_settings
-    from sparksync.core.workloads.orchestrator import Orchestrator
-    from sparksync.core.workloads.reach import DirectReach, TunnelReach
+    from sparksync.core.fleet import Fleet
+    from sparksync.core.nodes import Registry
+    from sparksync.core.workloads import DirectReach, Orchestrator, TunnelReach, load_fabric_settings, parse_settings
 
     profile = _profile(profile_name, custom)
     registry = Registry()
@@ -257,10 +253,10 @@ def scale_cmd(model_path: str, tokenizer: Path, recipe: str, node_list: str | No
     if http_port:
         overrides.setdefault("ports", {})["http"] = http_port
     workload = SweepWorkload(recipe, nodes, name, tokenizer, overrides, topology, collective_backend, model_file)
-    with default_fleet(registry=registry) as fleet:
-        orchestrator = Orchestrator(FleetAgents(fleet), fabric_settings=load_fabric_settings(),
+    with Fleet(registry=registry) as fleet:
+        orchestrator = Orchestrator(fleet, fabric_settings=load_fabric_settings(),
                                     on_progress=lambda p: click.echo(f"{p.event:>8}  {p.message}", err=True))
-        way = TunnelReach(fleet.transports) if reach == "tunnel" else DirectReach(
+        way = TunnelReach(fleet) if reach == "tunnel" else DirectReach(
             {n.name: n.host for n in registry.list()})
         bring_up = WorkloadBringUp(orchestrator, way, workload)
         sweep = ScaleSweep(bring_up, HistoryStore(), available_nodes=min(len(nodes), MAX_CLUSTER_SIZE),

@@ -31,7 +31,7 @@ import click
 from sparksync.cli.fleet_status import list_table, status_json
 from sparksync.core.ssh.client_key import KEY_FILE, ClientKey
 from sparksync.core.fleet.fleet import last_seen_text
-from sparksync.core.fleet.remote_node import default_fleet
+from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.fleet.state import NodeState, NodeStatus
 from sparksync.core.fleet.store import NodeStateStore
 from sparksync.core.base.paths import config_dir
@@ -242,7 +242,7 @@ def list_nodes(as_json: bool, check: bool, timeout: float) -> None:
     """List the paired nodes with their state (the last one known, or checked now with --check)."""
     nodes = Registry().list()
     if check and nodes:
-        with default_fleet() as fleet:
+        with Fleet() as fleet:
             fleet.check_all(timeout=timeout)  # saves each node's state, read back below
     known = NodeStateStore().statuses(nodes)
     if as_json:

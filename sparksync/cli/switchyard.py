@@ -63,16 +63,15 @@ def _pool_source(config: SwitchyardConfig, reach: str) -> Iterator[PoolSource | 
     if not config.workload_pools():
         yield None
         return
-    from sparksync.core.fleet.remote_node import default_fleet
-    from sparksync.core.nodes.registry import Registry
-    from sparksync.core.workloads.reach import DirectReach, TunnelReach
-    from sparksync.core.workloads.workload_store import WorkloadStore
+    from sparksync.core.fleet import Fleet
+    from sparksync.core.nodes import Registry
+    from sparksync.core.workloads import DirectReach, TunnelReach, WorkloadStore
     from sparksync.switchyard.workload_pools import WorkloadPools
 
     registry = Registry()
-    with default_fleet(registry=registry) as fleet:
+    with Fleet(registry=registry) as fleet:
         way = (
-            TunnelReach(fleet.transports)
+            TunnelReach(fleet)
             if reach == "tunnel"
             else DirectReach({n.name: n.host for n in registry.list()})
         )
@@ -136,12 +135,11 @@ def launch_command(config_path: Path | None, node: str, program: str, dry_run: b
     if dry_run:
         click.echo(json.dumps(recipe.custom.argv))
         return
-    from sparksync.core.fleet.remote_node import default_fleet
-    from sparksync.core.workloads.agents import FleetAgents
-    from sparksync.core.workloads.orchestrator import Orchestrator
+    from sparksync.core.fleet import Fleet
+    from sparksync.core.workloads import Orchestrator
 
-    with default_fleet(registry=registry) as fleet:
-        orchestrator = Orchestrator(FleetAgents(fleet), on_progress=lambda p: click.echo(p.message, err=True))
+    with Fleet(registry=registry) as fleet:
+        orchestrator = Orchestrator(fleet, on_progress=lambda p: click.echo(p.message, err=True))
         view = orchestrator.start(
             orchestrator.prepare(gateway_plan(node), {recipe.name: recipe}, "switchyard")
         )

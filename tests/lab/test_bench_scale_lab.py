@@ -65,7 +65,7 @@ def test_a_sweep_over_one_two_and_four_lab_nodes_reports_three_sizes(
         wait_fabric_reported(nodes_agents, names)
         workload = SweepWorkload("llamacpp-rpc", names, "tiny", tokenizer, llama_overrides(binaries, shared),
                                  topology="switch")  # fmt: skip
-        bring_up = WorkloadBringUp(Orchestrator(nodes_agents, store), TunnelReach(fleet.transports), workload)
+        bring_up = WorkloadBringUp(Orchestrator(nodes_agents, store), TunnelReach(fleet), workload)
         sweep = ScaleSweep(bring_up, history, available_nodes=len(names), profile=PROFILE)
         bring_up.check(sweep.sizes)
         result = sweep.run()

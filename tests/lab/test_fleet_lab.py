@@ -33,7 +33,7 @@ from sparksync.core.agents.handles import known_nodes
 from sparksync.core.nodes.registry import Registry
 from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.connection import SshSettings
-from sparksync.core.ssh.transports import Backoff
+from sparksync.core.base.backoff import Backoff
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
 from tests.lab.lab_agents import LabAgents, make_agent_python
 from tests.lab.nsnet import in_netns

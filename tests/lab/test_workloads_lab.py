@@ -28,7 +28,7 @@ from sparksync.core.workloads.orchestrator import Orchestrator
 from sparksync.core.workloads.training_scaling import scaling
 from sparksync.core.workloads.workload_store import WorkloadStore
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
-from tests.engines.tinymodel import ModelSpec, train_tokenizer, write_tiny_model
+from tests.engines.tinymodel import ModelShape, train_tokenizer, write_tiny_model
 from tests.lab.test_fleet_lab import (  # noqa: F401  (fixtures)
     agent_python,
     cli_env,
@@ -51,7 +51,7 @@ from tests.lab.workload_lab import (
 pytestmark = [pytest.mark.lab, pytest.mark.engine]
 
 # 8 layers, so llama.cpp's layer split gives every rpc-server of a 4-node group some of them.
-SPLIT_MODEL = ModelSpec(
+SPLIT_MODEL = ModelShape(
     "tiny-split", n_embd=64, n_layer=8, n_head=4, n_head_kv=4, n_ff=256, n_ctx=1024, seed=3
 )
 HTTP_PORT = 8080

@@ -17,7 +17,7 @@ from sparksync_agent.protocol import LogPage, RankState, RankStatus, WorkloadFig
 
 from sparksync.core.agents.client import LogItem
 from sparksync.core.base.errors import AgentRequestError, SparkSyncError
-from sparksync.core.workloads.agents import NodeAgents
+from sparksync.core.agents.link import NodeAgents
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.workload_store import RankRef, WorkloadRecord
 

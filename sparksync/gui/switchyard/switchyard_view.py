@@ -147,17 +147,17 @@ class SwitchyardView(QWidget):
 
 
 def app_watch(actions) -> GatewayWatch:
-    """The app's watch: gateways on nodes are reached through SSH tunnels on the actions' fleet.
+    """The app's watch: gateways on nodes are reached through the actions' fleet (SSH tunnels; this computer's as they are).
 
     The fleet is asked for only when a gateway workload is recorded, so a
     fresh app opens no SSH link and reads no keyring for this section.
     """
-    if not callable(getattr(actions, "transports", None)):
+    if not callable(getattr(actions, "fleet", None)):
         return GatewayWatch()
 
     def reach():
         from sparksync.core.workloads.reach import TunnelReach
 
-        return TunnelReach(actions.transports())
+        return TunnelReach(actions.fleet())
 
     return GatewayWatch(reach=reach)
