@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from sparksync.core.workloads import running
-from sparksync.core.workloads.agents import FleetAgents
+from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.workloads.launch_request import resolve
 from sparksync.core.workloads.orchestrator import Orchestrator
 from sparksync.core.workloads.reach import TunnelReach
@@ -45,7 +45,7 @@ class TwoModels:
     """The small and the large workload, and the fleet that reaches them."""
 
     fleet: object
-    agents: FleetAgents
+    agents: Fleet
     store: WorkloadStore
     small: WorkloadRecord
     large: WorkloadRecord
@@ -87,7 +87,7 @@ def two_models(make_agents, key, bins, large: ModelShape = SPLIT_MODEL, parallel
     store = WorkloadStore()
     try:
         with open_fleet(ssh_lab, key) as fleet:
-            nodes_agents = FleetAgents(fleet)
+            nodes_agents = fleet
             orchestrator = Orchestrator(nodes_agents, store)
             names = [node.name for node in ssh_lab.nodes]
             small = start_model(orchestrator, bins, folder, SMALL, names[0], parallel, http_host)
