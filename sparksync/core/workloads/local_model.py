@@ -15,6 +15,7 @@ local agent into its telemetry, like on a node.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -36,6 +37,7 @@ ENGINE = "llama.cpp"
 PROMPT = "Tell me about the cluster, the nodes and their memory."
 ANSWER_TOKENS = 256
 REQUEST_TIMEOUT_S = 120.0
+CONTEXT = 4096  # tokens: plenty for a try, light on a laptop's memory
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,15 @@ def engine_here(control: WorkloadControl, refresh: bool = False) -> EngineHere:
 
 
 def choice_here(model: Path | str, port: int | None = None) -> LaunchChoice:
-    """llamacpp-single on this computer with ``model``, on ``port`` (default: a free one)."""
-    return LaunchChoice(recipe=RECIPE, nodes=[LOCAL_NODE_NAME], model=str(model), http_port=port or free_port())
+    """llamacpp-single on this computer with ``model``, on ``port`` (default: a free one).
+
+    It leaves this computer half its cores: llama.cpp's threads spin while they
+    wait, so taking every core of a desktop that runs other things slows it
+    down (on two busy cores, to a few tokens/s).
+    """
+    threads = max(1, (os.cpu_count() or 2) // 2)
+    return LaunchChoice(recipe=RECIPE, nodes=[LOCAL_NODE_NAME], model=str(model), http_port=port or free_port(),
+                        settings={"llamacpp": {"threads": threads, "context": CONTEXT}})  # fmt: skip
 
 
 def start_here(
@@ -112,6 +121,8 @@ def generate_for(
             try:
                 reply = http.post("/v1/chat/completions", json=body)
             except httpx.HTTPError as exc:
+                if cancel.is_set():
+                    break  # stopped meanwhile (the model too, perhaps): what was made stands
                 raise WorkloadError(f"the model at {url} did not answer ({exc}); is it still running?") from exc
             if reply.status_code != 200:
                 raise WorkloadError(f"the model at {url} answered HTTP {reply.status_code}: {reply.text[:200]}")

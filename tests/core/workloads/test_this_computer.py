@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from sparksync.core.workloads import Endpoint, Group, Plan, TunnelReach, direct_url, resolve
@@ -24,6 +26,7 @@ def test_the_demo_choice_runs_llamacpp_single_here_on_a_port_of_its_own():
     plan, recipes = resolve_choice(choice, all_recipes()[0])
     [recipe] = recipes.values()
     assert plan.nodes() == ["this computer"] and recipe.ports.http == 18080 and recipe.model == "/models/demo.gguf"
+    assert recipe.llamacpp.context == 4096 and 1 <= recipe.llamacpp.threads <= max(1, os.cpu_count() // 2)
     assert LaunchChoice.model_validate(choice.model_dump()) == choice  # kept by the tray's last launch
 
 
