@@ -33,22 +33,35 @@ from pathlib import Path
 
 import click
 
-from sparksync.core.bench.benchy import API_KEY_ENV
-from sparksync.core.bench.context import MAX_CLUSTER_SIZE, RunContext
-from sparksync.core.bench.endpoint import Endpoint
-from sparksync.core.bench.errors import BenchCancelledError, BenchInputError, BenchRunFailedError
-from sparksync.core.bench.exports import FORMATS, export_file, export_text, tables_of, to_markdown
-from sparksync.core.bench.history import HistoryStore
-from sparksync.core.bench.profile import PUBLISHED, BenchProfile
-from sparksync.core.bench.progress import BenchProgress
-from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
-from sparksync.core.bench.record import RunRecord
-from sparksync.core.bench.recording import inference_record, store, with_engine_from_server
-from sparksync.core.bench.report import compare_runs, scaling_report
-from sparksync.core.bench.run_telemetry import with_run_telemetry
-from sparksync.core.bench.runner import BenchRequest, BenchRunner
-from sparksync.core.planner.bounds import Hardware
-from sparksync.core.planner.readers import read_model
+from sparksync.core.bench import (
+    API_KEY_ENV,
+    DEFAULT_PROMPT_FILE,
+    FORMATS,
+    MAX_CLUSTER_SIZE,
+    PUBLISHED,
+    BenchCancelledError,
+    BenchInputError,
+    BenchProfile,
+    BenchProgress,
+    BenchRequest,
+    BenchRunFailedError,
+    BenchRunner,
+    Endpoint,
+    HistoryStore,
+    RunContext,
+    RunRecord,
+    compare_runs,
+    export_file,
+    export_text,
+    inference_record,
+    scaling_report,
+    store,
+    tables_of,
+    to_markdown,
+    with_engine_from_server,
+    with_run_telemetry,
+)
+from sparksync.core.planner import Hardware, read_model
 
 POSITIVE = click.IntRange(min=1)
 _CUSTOM_OPTIONS = ("pp", "tg", "depth", "concurrency", "runs", "exact_tg", "no_warmup", "no_cache")
@@ -237,8 +250,8 @@ def scale_cmd(model_path: str, tokenizer: Path, recipe: str, node_list: str | No
               bandwidth_gbs: float, link_gbps: float, fmt: str, output: Path | None, profile_name: str | None,
               **custom) -> None:
     """The same model and profile on 1, 2, 4 and 8 nodes, each started as a workload; one scaling report."""
-    from sparksync.core.bench.scale import DEFAULT_SIZES, ScaleSweep
-    from sparksync.core.bench.workload_sweep import SweepWorkload, WorkloadBringUp
+    from sparksync.core.bench import DEFAULT_SIZES, ScaleSweep
+    from sparksync.core.bench import SweepWorkload, WorkloadBringUp
     from sparksync.core.fleet import Fleet
     from sparksync.core.nodes import Registry
     from sparksync.core.workloads import DirectReach, Orchestrator, TunnelReach, load_fabric_settings, parse_settings

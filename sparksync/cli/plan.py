@@ -19,11 +19,17 @@ from typing import Any
 
 import click
 
-from sparksync.core.fleet import wait_first_sample
-from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.fleet import Fleet
-from sparksync.core.planner.bounds import Hardware, decode_bound, percent_of_bound, prefill_bound
-from sparksync.core.planner.errors import PlanInputError
+from sparksync.core.fleet import Fleet, wait_first_sample
+from sparksync.core.base import SparkSyncError
+from sparksync.core.planner import (
+    Hardware,
+    ModelSpec,
+    PlanInputError,
+    decode_bound,
+    percent_of_bound,
+    prefill_bound,
+    read_model,
+)
 from sparksync.core.planner.fit import (
     DEFAULT_OVERHEAD_GB,
     GB,
@@ -35,8 +41,6 @@ from sparksync.core.planner.fit import (
     stated_cluster,
 )
 from sparksync.core.planner.kv_cache import KV_DTYPES
-from sparksync.core.planner.model import ModelSpec
-from sparksync.core.planner.readers import read_model
 
 DEFAULT_OS_RESERVE_GB = 4.0  # ASSUMPTION: DGX OS with its desktop idle; telemetry needs none
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import click
 
-from sparksync.core.base.paths import config_dir, data_dir
+from sparksync.core.base import config_dir, data_dir
 from sparksync.switchyard.config import SwitchyardConfig, load_config
 from sparksync.switchyard.errors import SwitchyardError
 from sparksync.switchyard.sources import PoolSource
@@ -124,8 +124,8 @@ def serve_command(config_path: Path | None, config_json: str | None, reach: str)
 @click.option("--dry-run", is_flag=True, help="Print the workload's command and start nothing.")
 def launch_command(config_path: Path | None, node: str, program: str, dry_run: bool) -> None:
     """Start the gateway on NODE as a workload (through its agent); stop it with `sparksync workload stop`."""
-    from sparksync.core.nodes.registry import Registry
-    from sparksync.core.workloads.workload_store import WorkloadStore
+    from sparksync.core.nodes import Registry
+    from sparksync.core.workloads import WorkloadStore
     from sparksync.switchyard.on_node import gateway_plan, gateway_recipe, node_config
 
     registry = Registry()

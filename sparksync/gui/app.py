@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from sparksync.core.apps.settings import AppSettings, SettingsError, load_settings
+    from sparksync.core.apps import AppSettings, SettingsError, load_settings
     from sparksync.gui.main_window import MainWindow
     from sparksync.gui.theme import apply_theme
     from sparksync.gui.tray.setup import install_tray

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from PySide6.QtCore import QObject, Qt, Signal
 
-from sparksync.core.base.backoff import Backoff
+from sparksync.core.base import Backoff
 from sparksync.core.fleet.follower import (
     RETRY,
     Connecting,

@@ -15,8 +15,8 @@ import numpy as np
 from PySide6.QtWidgets import QGraphicsItem, QWidget
 
 import pyqtgraph as pg
-from sparksync.core.telemetry.dashboard_model import DashboardModel
-from sparksync.core.base.units import MemoryUnit
+from sparksync.core.telemetry import DashboardModel
+from sparksync.core.base import MemoryUnit
 from sparksync.gui.dashboard.palette import BACKGROUND, FOREGROUND
 from sparksync.gui.dashboard.plot_specs import PlotSpec, memory_scale
 

@@ -38,10 +38,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.telemetry.dashboard_export import export_csv, visible_data
-from sparksync.core.telemetry.dashboard_model import DashboardModel
-from sparksync.core.telemetry.dashboard_series import CLUSTER, CLUSTER_LABEL, KINDS, kind_of, plot_of, split_name
-from sparksync.core.base.units import DEFAULT_MEMORY_UNIT, MemoryUnit, format_bytes, format_memory, format_value
+from sparksync.core.telemetry import (
+    CLUSTER,
+    CLUSTER_LABEL,
+    KINDS,
+    DashboardModel,
+    export_csv,
+    kind_of,
+    plot_of,
+    split_name,
+    visible_data,
+)
+from sparksync.core.base import DEFAULT_MEMORY_UNIT, MemoryUnit, format_bytes, format_memory, format_value
 from sparksync.gui.dashboard.background import BackgroundJobs
 from sparksync.gui.dashboard.dashboard_plot import DashboardPlot
 from sparksync.gui.dashboard.hover_readout import HoverReadout

@@ -156,7 +156,7 @@ def app_watch(actions) -> GatewayWatch:
         return GatewayWatch()
 
     def reach():
-        from sparksync.core.workloads.reach import TunnelReach
+        from sparksync.core.workloads import TunnelReach
 
         return TunnelReach(actions.fleet())
 
