@@ -15,6 +15,7 @@ Rules that users rely on:
 from __future__ import annotations
 
 import base64
+import builtins
 import hashlib
 import json
 import logging
@@ -216,7 +217,7 @@ class Registry:
         self._ensure_loaded()
         return [node.model_copy(deep=True) for node in self._nodes]
 
-    def names(self) -> list[str]:
+    def names(self) -> builtins.list[str]:  # ``list`` is the method above, here
         return [node.name for node in self.list()]
 
     def get(self, name: str) -> PairedNode:

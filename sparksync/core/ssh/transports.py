@@ -200,6 +200,7 @@ class _Link:
     def _usable(self) -> paramiko.Transport | None:
         state = self._status.state
         if state is LinkState.HOST_KEY_CHANGED:
+            assert self._error is not None  # set with that state
             raise self._error
         if state is LinkState.CLOSED:
             raise NodeOfflineError(f"The SSH link to {self.node.name!r} was closed.")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from sparksync_agent.protocol import LogPage, RankState, RankStatus, WorkloadFigures, WorkloadStatus
+from sparksync_agent.protocol import LogPage, RankState, RankStatus, Snapshot, WorkloadFigures, WorkloadStatus
 
 from sparksync.core.agents.client import LogItem
 from sparksync.core.base.errors import AgentRequestError, SparkSyncError
@@ -226,8 +226,8 @@ def tokens(agents: NodeAgents, record: WorkloadRecord) -> WorkloadTokens:
     answers = parallel(record.nodes(), lambda node: agents.call(node, lambda client: client.snapshot()))
     figures = []
     for answer in answers.values():
-        if isinstance(answer, SparkSyncError) or answer.latest is None:
-            continue
+        if not isinstance(answer, Snapshot) or answer.latest is None:
+            continue  # a node that could not be asked adds nothing
         figures += [f for f in answer.latest.workloads or [] if f.workload_id == record.workload_id]
     return WorkloadTokens(figures)
 
