@@ -118,7 +118,7 @@ def serve_command(config_path: Path | None, config_json: str | None, reach: str)
 
 @switchyard.command("launch")
 @_config_option
-@click.option("--node", required=True, help="The paired node to run the gateway on.")
+@click.option("--node", required=True, help="The node to run the gateway on (a paired one, or 'local').")
 @click.option("--program", default="sparksync", show_default=True,
               help="The command that runs SparkSync on that node, e.g. 'python3 -m sparksync'.")  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="Print the workload's command and start nothing.")

@@ -63,14 +63,16 @@ class DirectReach:
 
     @contextmanager
     def __call__(self, endpoint: Endpoint) -> Iterator[str]:
+        if is_local(endpoint.node):  # from here, this computer's engine is on our own loopback
+            bound = endpoint.listen if endpoint.listen is not None else endpoint.host
+            yield f"http://{_bracketed('127.0.0.1' if bound in WILDCARDS else bound)}:{endpoint.port}"
+            return
         yield direct_url(endpoint, self.addresses)
 
 
 def direct_url(endpoint: Endpoint, addresses: Mapping[str, str]) -> str:
     """``http://address:port`` of the endpoint; refuses one that listens on its node's loopback only."""
     bound = endpoint.listen if endpoint.listen is not None else endpoint.host
-    if is_local(endpoint.node):  # this computer's loopback is ours
-        return f"http://{_bracketed('127.0.0.1' if bound in WILDCARDS else bound)}:{endpoint.port}"
     if bound not in WILDCARDS:
         if _is_loopback(bound):
             raise WorkloadError(

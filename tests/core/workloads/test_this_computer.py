@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from sparksync.core.workloads import Endpoint, Group, Plan, TunnelReach, direct_url, resolve
+from sparksync.core.workloads import DirectReach, Endpoint, Group, Plan, TunnelReach, direct_url, resolve
 from sparksync.core.workloads.launch_choice import LaunchChoice, resolve_choice
 from sparksync.core.workloads.local_model import choice_here
 from sparksync.core.workloads.recipe_files import all_recipes
@@ -40,9 +40,13 @@ def test_an_engine_on_this_computer_is_reached_as_it_is():
     here = Endpoint(group="g-1", node="this computer", host="127.0.0.1", port=18080, listen="127.0.0.1")
     with TunnelReach(NoSsh())(here) as url:
         assert url == "http://127.0.0.1:18080"
-    assert direct_url(here, {}) == "http://127.0.0.1:18080"  # no address needed for this computer
+    with DirectReach({})(here) as url:
+        assert url == "http://127.0.0.1:18080"  # no address needed for this computer
     wide = here.model_copy(update={"host": "0.0.0.0", "listen": "0.0.0.0"})
-    assert direct_url(wide, {}) == "http://127.0.0.1:18080"
+    with DirectReach({})(wide) as url:
+        assert url == "http://127.0.0.1:18080"
+    with pytest.raises(Exception, match="no address is known"):
+        direct_url(wide, {})  # from a node, this computer's address would have to be known
 
 
 def test_a_paired_nodes_loopback_engine_still_needs_a_tunnel():
