@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -182,7 +182,7 @@ def watch(workload_id: str, interval: float, scaling_every: float) -> None:
     """
     WorkloadStore().get(workload_id)  # an unknown id is refused before any node is asked
     seen: dict[str, str] = {}
-    said = {"at": float("-inf"), "text": ""}
+    said = {"at": float("-inf")}
 
     def on_view(current: WorkloadView) -> None:
         for rank in current.ranks:
@@ -289,6 +289,6 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
