@@ -14,8 +14,8 @@ import webbrowser
 
 import click
 
-from sparksync.core.nodes.cluster_actions import ClusterActions
-from sparksync.core.apps.custom_apps import DGX_DASHBOARD, CustomApp, CustomApps
+from sparksync.core.nodes import ClusterActions
+from sparksync.core.apps import DGX_DASHBOARD, CustomApp, CustomApps
 
 
 @click.group("app")

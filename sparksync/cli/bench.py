@@ -33,22 +33,35 @@ from pathlib import Path
 
 import click
 
-from sparksync.core.bench.benchy import API_KEY_ENV
-from sparksync.core.bench.context import MAX_CLUSTER_SIZE, RunContext
-from sparksync.core.bench.endpoint import Endpoint
-from sparksync.core.bench.errors import BenchCancelledError, BenchInputError, BenchRunFailedError
-from sparksync.core.bench.exports import FORMATS, export_file, export_text, tables_of, to_markdown
-from sparksync.core.bench.history import HistoryStore
-from sparksync.core.bench.profile import PUBLISHED, BenchProfile
-from sparksync.core.bench.progress import BenchProgress
-from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
-from sparksync.core.bench.record import RunRecord
-from sparksync.core.bench.recording import inference_record, store, with_engine_from_server
-from sparksync.core.bench.report import compare_runs, scaling_report
-from sparksync.core.bench.run_telemetry import with_run_telemetry
-from sparksync.core.bench.runner import BenchRequest, BenchRunner
-from sparksync.core.planner.bounds import Hardware
-from sparksync.core.planner.readers import read_model
+from sparksync.core.bench import (
+    API_KEY_ENV,
+    DEFAULT_PROMPT_FILE,
+    FORMATS,
+    MAX_CLUSTER_SIZE,
+    PUBLISHED,
+    BenchCancelledError,
+    BenchInputError,
+    BenchProfile,
+    BenchProgress,
+    BenchRequest,
+    BenchRunFailedError,
+    BenchRunner,
+    Endpoint,
+    HistoryStore,
+    RunContext,
+    RunRecord,
+    compare_runs,
+    export_file,
+    export_text,
+    inference_record,
+    scaling_report,
+    store,
+    tables_of,
+    to_markdown,
+    with_engine_from_server,
+    with_run_telemetry,
+)
+from sparksync.core.planner import Hardware, read_model
 
 POSITIVE = click.IntRange(min=1)
 _CUSTOM_OPTIONS = ("pp", "tg", "depth", "concurrency", "runs", "exact_tg", "no_warmup", "no_cache")
@@ -237,15 +250,11 @@ def scale_cmd(model_path: str, tokenizer: Path, recipe: str, node_list: str | No
               bandwidth_gbs: float, link_gbps: float, fmt: str, output: Path | None, profile_name: str | None,
               **custom) -> None:
     """The same model and profile on 1, 2, 4 and 8 nodes, each started as a workload; one scaling report."""
-    from sparksync.core.bench.scale import DEFAULT_SIZES, ScaleSweep
-    from sparksync.core.bench.workload_sweep import SweepWorkload, WorkloadBringUp
-    from sparksync.core.fleet.remote_node import default_fleet
-    from sparksync.core.nodes.registry import Registry
-    from sparksync.core.workloads.agents import FleetAgents
-    from sparksync.core.workloads.fabric_settings import load_fabric_settings
-    from sparksync.core.workloads.launch_request import parse_settings
-    from sparksync.core.workloads.orchestrator import Orchestrator
-    from sparksync.core.workloads.reach import DirectReach, TunnelReach
+    from sparksync.core.bench import DEFAULT_SIZES, ScaleSweep
+    from sparksync.core.bench import SweepWorkload, WorkloadBringUp
+    from sparksync.core.fleet import Fleet
+    from sparksync.core.nodes import Registry
+    from sparksync.core.workloads import DirectReach, Orchestrator, TunnelReach, load_fabric_settings, parse_settings
 
     profile = _profile(profile_name, custom)
     registry = Registry()
@@ -257,10 +266,10 @@ def scale_cmd(model_path: str, tokenizer: Path, recipe: str, node_list: str | No
     if http_port:
         overrides.setdefault("ports", {})["http"] = http_port
     workload = SweepWorkload(recipe, nodes, name, tokenizer, overrides, topology, collective_backend, model_file)
-    with default_fleet(registry=registry) as fleet:
-        orchestrator = Orchestrator(FleetAgents(fleet), fabric_settings=load_fabric_settings(),
+    with Fleet(registry=registry) as fleet:
+        orchestrator = Orchestrator(fleet, fabric_settings=load_fabric_settings(),
                                     on_progress=lambda p: click.echo(f"{p.event:>8}  {p.message}", err=True))
-        way = TunnelReach(fleet.transports) if reach == "tunnel" else DirectReach(
+        way = TunnelReach(fleet) if reach == "tunnel" else DirectReach(
             {n.name: n.host for n in registry.list()})
         bring_up = WorkloadBringUp(orchestrator, way, workload)
         sweep = ScaleSweep(bring_up, HistoryStore(), available_nodes=min(len(nodes), MAX_CLUSTER_SIZE),

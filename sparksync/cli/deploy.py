@@ -21,15 +21,20 @@ from pathlib import Path
 
 import click
 
-from sparksync.core.ssh.client_key import ClientKey
-from sparksync.core.deploy.errors import DeployCancelled, DeployError
-from sparksync.core.deploy.many import deploy_many, summary_table
-from sparksync.core.deploy.model import DeployOptions, DeployResult, Outcome, ProgressEvent, Stage
-from sparksync.core.deploy.service import MODES
-from sparksync.core.nodes.registry import Registry
-from sparksync.core.ssh.secrets import SecretStore
-from sparksync.core.ssh.connection import SshSettings
-from sparksync.core.ssh.transports import NodeTransports
+from sparksync.core.ssh import ClientKey, NodeTransports, SecretStore, SshSettings
+from sparksync.core.deploy import (
+    MODES,
+    DeployCancelled,
+    DeployError,
+    DeployOptions,
+    DeployResult,
+    Outcome,
+    ProgressEvent,
+    Stage,
+    deploy_many,
+    summary_table,
+)
+from sparksync.core.nodes import Registry
 
 _JOIN_POLL_S = 0.2
 

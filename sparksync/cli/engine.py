@@ -1,12 +1,14 @@
-"""``sparksync engine ...``: which engines each paired node can run, and installing llama.cpp on one.
+"""``sparksync engine ...``: which engines each node can run, and installing llama.cpp on one.
 
-    sparksync engine list [--json] [--refresh]
+    sparksync engine list [NODE]... [--json] [--refresh]
     sparksync engine install llama.cpp [--node NAME]... [--flavour auto|cpu|cuda] [--jobs N]
 
-``list`` asks each node's agent (GET /v1/engines) what it found and why the
-rest is missing. ``install`` builds llama-server and rpc-server on the node
-itself, CUDA where nvcc exists (see ``core.workloads.engine_install``); it
-takes minutes.
+Nodes are the paired ones and this computer (``local``). ``list`` asks each
+node's agent (GET /v1/engines) what it found and why the rest is missing.
+``install`` builds llama-server and rpc-server on the node itself, CUDA
+where nvcc exists (see ``core.workloads.engine_install``); it takes
+minutes. On this computer the build goes into the engine cache, where its
+local agent looks, so recipes find ``llama-server`` by name.
 """
 
 from __future__ import annotations
@@ -17,11 +19,9 @@ from typing import Any
 import click
 from sparksync_agent.protocol import EngineReport
 
-from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.fleet.remote_node import default_fleet
-from sparksync.core.workloads import running
-from sparksync.core.workloads.agents import FleetAgents
-from sparksync.core.workloads.engine_install import FLAVOURS, InstallProgress, install_llamacpp
+from sparksync.core.base import SparkSyncError
+from sparksync.core.fleet import Fleet
+from sparksync.core.workloads import FLAVOURS, InstallProgress, WorkloadControl
 
 INSTALLABLE = ("llama.cpp",)
 
@@ -37,11 +37,10 @@ def engine() -> None:
 @click.option("--refresh", is_flag=True, help="Make the agents check again now.")
 @click.pass_context
 def list_(ctx: click.Context, names: tuple[str, ...], as_json: bool, refresh: bool) -> None:
-    """Per node: the engines present, and what the missing ones lack."""
-    with default_fleet() as fleet:
-        nodes = [n.name for n in fleet.nodes(names or None)]
-        agents = FleetAgents(fleet)
-        answers = running.parallel(nodes, lambda n: agents.call(n, lambda c: c.engines(refresh)))
+    """Per node (this computer too): the engines present, and what the missing ones lack."""
+    with Fleet() as fleet:
+        nodes = fleet.names(names or None)
+        answers = WorkloadControl(lambda: fleet).engines(nodes, refresh)
     if as_json:
         click.echo(json.dumps({"nodes": [_node_json(n, answers[n]) for n in nodes]}, indent=2))
     else:
@@ -81,21 +80,22 @@ def _node_text(node: str, answer: object) -> str:
 @engine.command("install")
 @click.argument("name", type=click.Choice(INSTALLABLE))
 @click.option(
-    "--node", "nodes", multiple=True, help="The node (repeat for several); default: every paired node."
-)
+    "--node", "nodes", multiple=True,
+    help="The node (repeat for several; 'local' is this computer); default: every paired node, "
+    "or this computer when none is paired.",
+)  # fmt: skip
 @click.option("--flavour", type=click.Choice(FLAVOURS), default="auto", show_default=True,
               help="auto: CUDA where nvcc and the NVIDIA driver exist, else CPU.")  # fmt: skip
 @click.option("--jobs", type=click.IntRange(min=1), help="Parallel compile jobs (default: the node's cores).")
 def install(name: str, nodes: tuple[str, ...], flavour: str, jobs: int | None) -> None:
     """Build NAME on the node(s) from the pinned source; minutes per node."""
-    with default_fleet() as fleet:
-        targets = [n.name for n in fleet.nodes(nodes or None)]
+    with Fleet() as fleet:
+        targets = fleet.names(nodes) if nodes else fleet.cluster()
+        control = WorkloadControl(lambda: fleet)
         for node in targets:
             click.echo(f"{node}: building llama.cpp ({flavour})", err=True)
-            transport = fleet.transports.get(node, 30.0)
-            where = install_llamacpp(transport, _printer(node), flavour, jobs)
+            where = control.install_engine(node, _printer(node), flavour, jobs)
             click.echo(f"{node}: llama.cpp installed in {where}")
-            FleetAgents(fleet).call(node, lambda c: c.engines(refresh=True))
 
 
 def _printer(node: str):

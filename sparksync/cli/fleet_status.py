@@ -18,8 +18,7 @@ from typing import Any
 
 from sparksync_agent.protocol import Snapshot
 
-from sparksync.core.fleet.fleet import NodeReport, last_seen_text
-from sparksync.core.fleet.state import NodeState, NodeStatus
+from sparksync.core.fleet import NodeReport, NodeState, NodeStatus, last_seen_text
 
 
 def status_json(status: NodeStatus) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from sparksync.cli.plan import plan
 from sparksync.cli.settings import settings
 from sparksync.cli.switchyard import switchyard
 from sparksync.cli.workload import workload
-from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.base import SparkSyncError
 
 
 class _Cli(click.Group):

@@ -17,6 +17,7 @@ command exits non-zero).
 With paired nodes it shows those instead, asked in parallel through SSH
 tunnels, each entry adding the node's ``state`` (online, offline, degraded),
 ``cause``, ``reason``, ``since`` and ``last_seen`` (see ``fleet_status``).
+``sparksync node status local`` shows this computer whatever is paired.
 """
 
 from __future__ import annotations
@@ -30,22 +31,17 @@ from sparksync_agent.protocol import Reading, Sample, Snapshot
 
 from sparksync.cli.discover import discover
 from sparksync.cli.fleet_status import report_json, reports_table
-from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.fleet.first_sample import NoSampleError, wait_first_sample  # noqa: F401 (used by plan)
-from sparksync.core.fleet.fleet import NodeReport
-from sparksync.core.fleet.problems import DEGRADED_EXIT, OFFLINE_EXIT
-from sparksync.core.fleet.remote_node import default_fleet
-from sparksync.core.fleet.state import NodeState
-from sparksync.core.agents.handles import LocalNode, NodeHandle
-from sparksync.core.nodes.identity import local_node_id
-from sparksync.core.nodes.registry import Registry
+from sparksync.core.agents import LOCAL_NODE_NAME, is_local
+from sparksync.core.base import SparkSyncError
+from sparksync.core.fleet import DEGRADED_EXIT, OFFLINE_EXIT, Fleet, NodeReport, NodeState, wait_first_sample
+from sparksync.core.nodes import Registry, local_node_id
 
 FIRST_SAMPLE_TIMEOUT_S = 20.0
 
 
 @click.group()
 def node() -> None:
-    """The nodes of the cluster (today: this computer)."""
+    """The nodes of the cluster, and this computer."""
 
 
 node.add_command(discover)
@@ -77,10 +73,11 @@ def status(ctx: click.Context, names: tuple[str, ...], as_json: bool, timeout: f
     (source "ssh") add "state" (online, offline, degraded), "cause",
     "reason", "since" and "last_seen".
     """
-    if names or len(Registry()):
+    if any(not is_local(n) for n in names) or (not names and len(Registry())):
         _paired_status(ctx, list(names), as_json, timeout)
         return
-    reports = [_report(LocalNode(), timeout) | {"id": _local_id()}]
+    with Fleet() as fleet:
+        reports = [_report(fleet, timeout) | {"id": _local_id()}]
     if as_json:
         click.echo(json.dumps({"nodes": [_as_dict(r) for r in reports]}, indent=2))
     else:
@@ -101,19 +98,20 @@ def _local_id() -> str | None:
         return None
 
 
-def _report(handle: NodeHandle, timeout: float) -> dict[str, Any]:
-    report: dict[str, Any] = {"name": handle.name, "source": handle.source, "error": None, "snapshot": None}
+def _report(fleet: Fleet, timeout: float) -> dict[str, Any]:
+    """This computer's latest sample, through its local agent (started for the command if none runs)."""
+    report: dict[str, Any] = {"name": LOCAL_NODE_NAME, "source": "local", "error": None, "snapshot": None}
     try:
-        with handle.connect() as client:
-            report["snapshot"] = wait_first_sample(client, timeout)
+        report["snapshot"] = fleet.call(LOCAL_NODE_NAME, lambda client: wait_first_sample(client, timeout))
     except SparkSyncError as exc:
         report["error"], report["exit_code"] = str(exc), exc.exit_code
     return report
 
 
 def _paired_status(ctx: click.Context, names: list[str], as_json: bool, timeout: float) -> None:
-    with default_fleet() as fleet:
-        reports = fleet.check_all(names or None, with_snapshot=True, timeout=timeout)
+    with Fleet() as fleet:
+        reports = fleet.check_all([n for n in names if not is_local(n)] or None, with_snapshot=True,
+                                  timeout=timeout)  # fmt: skip
     if as_json:
         click.echo(json.dumps({"nodes": [report_json(r) for r in reports]}, indent=2))
     elif reports:

@@ -7,9 +7,8 @@ import os
 
 import click
 
-from sparksync.core.nodes.cluster_actions import ClusterActions
-from sparksync.core.nodes.actions import rename_node
-from sparksync.core.apps.terminal import node_ssh_argv
+from sparksync.core.nodes import ClusterActions, rename_node
+from sparksync.core.apps import node_ssh_argv
 
 
 def add_node_commands(group: click.Group) -> None:

@@ -33,19 +33,22 @@ from typing import Any
 import click
 
 from sparksync.cli.fleet_status import list_table, status_json
-from sparksync.core.ssh.client_key import KEY_FILE, ClientKey
-from sparksync.core.fleet.fleet import last_seen_text
-from sparksync.core.fleet.remote_node import default_fleet
-from sparksync.core.fleet.state import NodeState, NodeStatus
-from sparksync.core.fleet.store import NodeStateStore
-from sparksync.core.base.paths import config_dir
-from sparksync.core.nodes.registry import PairedNode, Registry
-from sparksync.core.ssh.secrets import SecretStore
-from sparksync.core.ssh.connection import SshSettings
-from sparksync.core.ssh.errors import HostKeyNotAcceptedError
-from sparksync.core.ssh.pairing import PairRequest, PairResult, pair_node
-from sparksync.core.ssh.unpair import UnpairResult, unpair_node
-from sparksync.core.ssh.config_export import export_ssh_config
+from sparksync.core.ssh import (
+    KEY_FILE,
+    ClientKey,
+    HostKeyNotAcceptedError,
+    PairRequest,
+    PairResult,
+    SecretStore,
+    SshSettings,
+    UnpairResult,
+    export_ssh_config,
+    pair_node,
+    unpair_node,
+)
+from sparksync.core.fleet import Fleet, NodeState, NodeStateStore, NodeStatus, last_seen_text
+from sparksync.core.base import config_dir
+from sparksync.core.nodes import PairedNode, Registry
 
 _FINGERPRINT_RE = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}$")
 
@@ -247,7 +250,7 @@ def list_nodes(as_json: bool, check: bool, timeout: float) -> None:
     """List the paired nodes with their state (the last one known, or checked now with --check)."""
     nodes = Registry().list()
     if check and nodes:
-        with default_fleet() as fleet:
+        with Fleet() as fleet:
             fleet.check_all(timeout=timeout)  # saves each node's state, read back below
     known = NodeStateStore().statuses(nodes)
     if as_json:

@@ -19,11 +19,17 @@ from typing import Any
 
 import click
 
-from sparksync.cli.node import wait_first_sample
-from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.agents.handles import known_nodes
-from sparksync.core.planner.bounds import Hardware, decode_bound, percent_of_bound, prefill_bound
-from sparksync.core.planner.errors import PlanInputError
+from sparksync.core.fleet import Fleet, wait_first_sample
+from sparksync.core.base import SparkSyncError
+from sparksync.core.planner import (
+    Hardware,
+    ModelSpec,
+    PlanInputError,
+    decode_bound,
+    percent_of_bound,
+    prefill_bound,
+    read_model,
+)
 from sparksync.core.planner.fit import (
     DEFAULT_OVERHEAD_GB,
     GB,
@@ -35,8 +41,6 @@ from sparksync.core.planner.fit import (
     stated_cluster,
 )
 from sparksync.core.planner.kv_cache import KV_DTYPES
-from sparksync.core.planner.model import ModelSpec
-from sparksync.core.planner.readers import read_model
 
 DEFAULT_OS_RESERVE_GB = 4.0  # ASSUMPTION: DGX OS with its desktop idle; telemetry needs none
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -194,21 +198,24 @@ def _cluster(values: dict[str, Any]) -> list[NodeMemory]:
 
 
 def cluster_from_telemetry(timeout: float) -> list[NodeMemory]:
-    """Every known node's real free memory (MemAvailable), from its agent's latest sample."""
+    """The cluster's real free memory (MemAvailable) per node, from each agent's latest sample.
+
+    The cluster is the paired nodes, or this computer while none is paired.
+    """
     cluster = []
-    for handle in known_nodes():
-        try:
-            with handle.connect() as client:
-                memory = wait_first_sample(client, timeout).latest.memory
-        except SparkSyncError as exc:
-            error = PlanInputError(
-                f"could not read {handle.name}'s free memory: {exc} Or state it with --node-memory-gb."
-            )
-            error.exit_code = exc.exit_code  # keep "unreachable" distinct from "bad input"
-            raise error from None
-        if memory is None:
-            raise PlanInputError(f"{handle.name} reports no memory reading. State it with --node-memory-gb.")
-        cluster.append(NodeMemory.from_sample(handle.name, memory))
+    with Fleet() as fleet:
+        for name in fleet.cluster():
+            try:
+                memory = fleet.call(name, lambda client: wait_first_sample(client, timeout)).latest.memory
+            except SparkSyncError as exc:
+                error = PlanInputError(
+                    f"could not read {name}'s free memory: {exc} Or state it with --node-memory-gb."
+                )
+                error.exit_code = exc.exit_code  # keep "unreachable" distinct from "bad input"
+                raise error from None
+            if memory is None:
+                raise PlanInputError(f"{name} reports no memory reading. State it with --node-memory-gb.")
+            cluster.append(NodeMemory.from_sample(name, memory))
     return cluster
 
 

@@ -7,10 +7,9 @@ import os
 
 import click
 
-from sparksync.core.apps.autostart import Autostart
-from sparksync.core.base.paths import HOME_ENV, cache_dir, config_dir, data_dir, log_dir
-from sparksync.core.ssh.secrets import SecretStore
-from sparksync.core.apps.settings import AppSettings, load_settings, settings_path, update_settings
+from sparksync.core.apps import AppSettings, Autostart, load_settings, settings_path, update_settings
+from sparksync.core.base import HOME_ENV, cache_dir, config_dir, data_dir, log_dir
+from sparksync.core.ssh import SecretStore
 
 KEYS = [k for k in AppSettings.model_fields if k not in ("version", "tray_hint_shown")]
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import click
 
-from sparksync.core.base.paths import config_dir, data_dir
+from sparksync.core.base import config_dir, data_dir
 from sparksync.switchyard.config import SwitchyardConfig, load_config
 from sparksync.switchyard.errors import SwitchyardError
 from sparksync.switchyard.sources import PoolSource
@@ -70,16 +70,15 @@ def _pool_source(config: SwitchyardConfig, reach: str) -> Iterator[PoolSource | 
     if not config.workload_pools():
         yield None
         return
-    from sparksync.core.fleet.remote_node import default_fleet
-    from sparksync.core.nodes.registry import Registry
-    from sparksync.core.workloads.reach import DirectReach, TunnelReach
-    from sparksync.core.workloads.workload_store import WorkloadStore
+    from sparksync.core.fleet import Fleet
+    from sparksync.core.nodes import Registry
+    from sparksync.core.workloads import DirectReach, TunnelReach, WorkloadStore
     from sparksync.switchyard.workload_pools import WorkloadPools
 
     registry = Registry()
-    with default_fleet(registry=registry) as fleet:
+    with Fleet(registry=registry) as fleet:
         way = (
-            TunnelReach(fleet.transports)
+            TunnelReach(fleet)
             if reach == "tunnel"
             else DirectReach({n.name: n.host for n in registry.list()})
         )
@@ -126,14 +125,14 @@ def serve_command(config_path: Path | None, config_json: str | None, reach: str)
 
 @switchyard.command("launch")
 @_config_option
-@click.option("--node", required=True, help="The paired node to run the gateway on.")
+@click.option("--node", required=True, help="The node to run the gateway on (a paired one, or 'local').")
 @click.option("--program", default="sparksync", show_default=True,
               help="The command that runs SparkSync on that node, e.g. 'python3 -m sparksync'.")  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="Print the workload's command and start nothing.")
 def launch_command(config_path: Path | None, node: str, program: str, dry_run: bool) -> None:
     """Start the gateway on NODE as a workload (through its agent); stop it with `sparksync workload stop`."""
-    from sparksync.core.nodes.registry import Registry
-    from sparksync.core.workloads.workload_store import WorkloadStore
+    from sparksync.core.nodes import Registry
+    from sparksync.core.workloads import WorkloadStore
     from sparksync.switchyard.on_node import gateway_plan, gateway_recipe, node_config
 
     registry = Registry()
@@ -143,12 +142,11 @@ def launch_command(config_path: Path | None, node: str, program: str, dry_run: b
     if dry_run:
         click.echo(json.dumps(recipe.custom.argv))
         return
-    from sparksync.core.fleet.remote_node import default_fleet
-    from sparksync.core.workloads.agents import FleetAgents
-    from sparksync.core.workloads.orchestrator import Orchestrator
+    from sparksync.core.fleet import Fleet
+    from sparksync.core.workloads import Orchestrator
 
-    with default_fleet(registry=registry) as fleet:
-        orchestrator = Orchestrator(FleetAgents(fleet), on_progress=lambda p: click.echo(p.message, err=True))
+    with Fleet(registry=registry) as fleet:
+        orchestrator = Orchestrator(fleet, on_progress=lambda p: click.echo(p.message, err=True))
         view = orchestrator.start(
             orchestrator.prepare(gateway_plan(node), {recipe.name: recipe}, "switchyard")
         )
@@ -407,12 +405,11 @@ def layout_command(large_name: str, small_name: str, nodes: str, set_large: tupl
     click.echo(f"the published layout on {len(request.nodes)} nodes: {form.describe()}")
     for gid, group in zip(plan.group_ids(), plan.groups):
         click.echo(f"  {gid:<22} {', '.join(group.nodes)}")
-    from sparksync.core.fleet.remote_node import default_fleet
-    from sparksync.core.workloads.agents import FleetAgents
+    from sparksync.core.fleet import Fleet
 
     registry = Registry()
-    with default_fleet(registry=registry) as fleet:
-        layout = Layout(FleetAgents(fleet), on_progress=lambda p: click.echo(f"{p.event:>8}  {p.message}", err=True))
+    with Fleet(registry=registry) as fleet:
+        layout = Layout(fleet, on_progress=lambda p: click.echo(f"{p.event:>8}  {p.message}", err=True))
         prepared = layout.check(plan, recipes)  # the memory check: refuses with the numbers
         for line in fit_lines(prepared.fits):
             click.echo(f"  memory: {line}")

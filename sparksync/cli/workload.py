@@ -1,5 +1,6 @@
-"""``sparksync workload ...``: start a recipe on paired nodes, list, watch, stop and read logs.
+"""``sparksync workload ...``: start a recipe on nodes, list, watch, stop and read logs.
 
+    sparksync workload start llamacpp-single --nodes local --model ~/models/tiny.gguf   # this computer
     sparksync workload start llamacpp-single --nodes spark-1 --model /models/qwen.gguf
     sparksync workload start llamacpp-rpc --nodes spark-1,spark-2,spark-3,spark-4 --model /models/big.gguf
     sparksync workload start torchrun --nodes spark-1,spark-2 --set training.script=/opt/train.py
@@ -10,8 +11,11 @@
     sparksync workload baseline show       # one-node training baselines, for scaling efficiency
     sparksync workload baseline set torchrun@3fa2c19b 8737
 
-Progress goes to stderr; the result (workload id and ranks) to stdout.
-Ctrl-C while starting stops what was started.
+``--nodes`` takes paired nodes' names and this computer, as ``local`` or
+``"this computer"``. Progress goes to stderr; the result (workload id and
+ranks) to stdout. Ctrl-C while starting stops what was started. Every
+command is options plus output around the core's ``WorkloadControl``, the
+one the desktop app uses.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,37 +31,35 @@ from typing import Any
 import click
 from sparksync_agent.protocol import LogLine, RankStatus
 
-from sparksync.core.agents.client import LogGap
-from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.fleet.remote_node import default_fleet
-from sparksync.core.nodes.identity import NodeNames
-from sparksync.core.workloads import running
-from sparksync.core.workloads.agents import FleetAgents
-from sparksync.core.workloads.baseline import BaselineStore
-from sparksync.core.workloads.errors import WorkloadError
-from sparksync.core.workloads.fabric_settings import load_fabric_settings
-from sparksync.core.workloads.launch_request import parse_settings, resolve
-from sparksync.core.workloads.orchestrator import Orchestrator, Progress
-from sparksync.core.workloads.training_scaling import (
+from sparksync.core.agents import LogGap
+from sparksync.core.fleet import Fleet
+from sparksync.core.nodes import NodeNames
+from sparksync.core.workloads import (
+    DEFAULT_STOP_GRACE_S,
+    BaselineStore,
     GroupScaling,
-    record_baselines,
-    record_before_stop,
-    scaling,
+    Progress,
+    WorkloadControl,
+    WorkloadError,
+    WorkloadStore,
+    WorkloadView,
+    parse_settings,
+    resolve,
 )
-from sparksync.core.workloads.workload_store import WorkloadStore
 
 SCALING_EVERY_S = 10.0
 
 
 @click.group()
 def workload() -> None:
-    """Inference and training workloads on the paired nodes."""
+    """Inference and training workloads on the paired nodes and this computer."""
 
 
 @contextmanager
-def _agents() -> Iterator[FleetAgents]:
-    with default_fleet() as fleet:
-        yield FleetAgents(fleet)
+def _control() -> Iterator[WorkloadControl]:
+    """The core's workload service over a fleet that lives as long as the command."""
+    with Fleet() as fleet:
+        yield WorkloadControl(lambda: fleet)
 
 
 def _progress(event: Progress) -> None:
@@ -66,7 +68,8 @@ def _progress(event: Progress) -> None:
 
 @workload.command("start")
 @click.argument("recipe")
-@click.option("--nodes", help="Comma-separated node names, in rank order (the first is the head).")
+@click.option("--nodes", help="Comma-separated node names, in rank order (the first is the head); "
+              "'local' is this computer.")
 @click.option("--plan", "plan_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A placement plan (JSON: groups of nodes per recipe) instead of --nodes.")  # fmt: skip
 @click.option("--model", help="The model: for llama.cpp a .gguf path ON the head node.")
@@ -84,12 +87,13 @@ def start(recipe: str, nodes: str | None, plan_file: Path | None, model: str | N
         overrides.setdefault("ports", {})["http"] = http_port
     names = [n.strip() for n in (nodes or "").split(",") if n.strip()]
     plan, recipes = resolve(recipe, names, plan_file, overrides)
-    with _agents() as agents:
-        orchestrator = Orchestrator(agents, fabric_settings=load_fabric_settings(), on_progress=_progress)
-        prepared = orchestrator.prepare(plan, recipes)
+
+    def warn(prepared) -> None:
         for warning in prepared.warnings:
             click.echo(f"sparksync: warning: {warning}", err=True)
-        result = orchestrator.start(prepared)
+
+    with _control() as control:
+        result = control.start_plan(plan, recipes, _progress, on_prepared=warn)
     _print_view(result, as_json)
 
 
@@ -102,48 +106,33 @@ def list_(as_json: bool) -> None:
         click.echo(json.dumps({"workloads": []}) if as_json else "no workloads (start one with "
                    "`sparksync workload start RECIPE --nodes ...`)")  # fmt: skip
         return
-    baselines = BaselineStore()
-    with _agents() as agents:
-        views = [running.view(agents, r) for r in records]
-        rates = [running.tokens(agents, r) for r in records]
-        for v in views:  # an ended one-node training run becomes its setup's baseline
-            _record_baselines(agents, v, baselines)
-    scales = [scaling(v, t, baselines) for v, t in zip(views, rates)]
+    with _control() as control:
+        found = control.rows()  # an ended one-node training run becomes its setup's baseline
     if as_json:
-        docs = [_view_json(v) | {"decode_tps": t.decode_tps, "prefill_tps": t.prefill_tps,
-                                 "scaling": [g.as_json() for g in s]}
-                for v, t, s in zip(views, rates, scales)]  # fmt: skip
+        docs = [_view_json(r.view) | {"decode_tps": r.decode_tps, "prefill_tps": r.prefill_tps,
+                                      "scaling": [g.as_json() for g in r.scaling]}
+                for r in found]  # fmt: skip
         click.echo(json.dumps({"workloads": docs}, indent=2))
         return
     rows = [("ID", "STATE", "NODES", "TOK/S", "SCALING")] + [
-        (v.workload_id, v.state, ",".join(v.record.nodes()), _rate(t.decode_tps), _scaling(s))
-        for v, t, s in zip(views, rates, scales)
+        (r.view.workload_id, r.view.state, ",".join(r.view.record.nodes()), _rate(r.decode_tps), _scaling(r.scaling))
+        for r in found
     ]
     click.echo(_table(rows))
 
 
 @workload.command("stop")
 @click.argument("workload_id")
-@click.option("--grace", type=click.FloatRange(0, 600), default=running.DEFAULT_STOP_GRACE_S, show_default=True,
+@click.option("--grace", type=click.FloatRange(0, 600), default=DEFAULT_STOP_GRACE_S, show_default=True,
               help="Seconds between SIGTERM and SIGKILL.")  # fmt: skip
 @click.option("--keep", is_flag=True, help="Keep it listed (and its logs on the nodes) after stopping.")
 def stop(workload_id: str, grace: float, keep: bool) -> None:
     """Stop every process of the workload on every node."""
-    store = WorkloadStore()
-    record = store.get(workload_id)
-    with _agents() as agents:
-        for baseline in record_before_stop(agents, record, BaselineStore()):
-            click.echo(f"one-node baseline {baseline.key}: {baseline.tokens_per_s:,.1f} tok/s", err=True)
-        failed = running.stop(agents, record, grace)
-        if failed:
-            detail = "; ".join(f"{node}: {error}" for node, error in failed.items())
-            raise WorkloadError(
-                f"workload {workload_id} could not be stopped everywhere ({detail}); try again."
-            )
-        if not keep:
-            running.forget(agents, record)
-    if not keep:
-        store.remove(workload_id)
+    record = WorkloadStore().get(workload_id)  # an unknown id is refused before any node is asked
+    with _control() as control:
+        baselines = control.stop(workload_id, grace) if keep else control.remove(workload_id, grace)
+    for baseline in baselines:
+        click.echo(f"one-node baseline {baseline.key}: {baseline.tokens_per_s:,.1f} tok/s", err=True)
     click.echo(f"stopped {workload_id} on {', '.join(record.nodes())}")
 
 
@@ -156,23 +145,22 @@ def stop(workload_id: str, grace: float, keep: bool) -> None:
               help="How many of the last lines to print first.")  # fmt: skip
 def logs(workload_id: str, rank: int | None, group: str | None, follow: bool, lines: int) -> None:
     """A workload's output, per process (prefixed by its name when there are several)."""
-    record = WorkloadStore().get(workload_id)
-    chosen = running.select_ranks(record, rank, group)
-    if follow and len(chosen) > 1:
-        names = ", ".join(r.name for r in chosen)
-        raise WorkloadError(f"--follow reads one process; pick it with --rank/--group (it has: {names}).")
-    with _agents() as agents:
+    with _control() as control:
+        chosen = control.ranks(workload_id, rank, group)
+        if follow and len(chosen) > 1:
+            names = ", ".join(r.name for r in chosen)
+            raise WorkloadError(f"--follow reads one process; pick it with --rank/--group (it has: {names}).")
         for ref in chosen:
-            page = running.logs(agents, workload_id, ref)
+            page = control.log_page(workload_id, ref)
             prefix = f"[{ref.name}] " if len(chosen) > 1 else ""
             for line in page.lines[-lines:]:
                 click.echo(prefix + line.text)
             if follow:
-                _follow(agents, workload_id, ref, page.last_seq)
+                _follow(control, workload_id, ref, page.last_seq)
 
 
-def _follow(agents: FleetAgents, workload_id: str, ref, since: int) -> None:
-    for item in running.follow(agents, workload_id, ref, since):
+def _follow(control: WorkloadControl, workload_id: str, ref, since: int) -> None:
+    for item in control.follow(workload_id, ref, since):
         if isinstance(item, LogLine):
             click.echo(item.text)
         elif isinstance(item, LogGap):
@@ -193,26 +181,25 @@ def watch(workload_id: str, interval: float, scaling_every: float) -> None:
 
     Training workloads also print their tokens/s and scaling efficiency against the one-node baseline.
     """
-    record = WorkloadStore().get(workload_id)
-    baselines = BaselineStore()
+    WorkloadStore().get(workload_id)  # an unknown id is refused before any node is asked
     seen: dict[str, str] = {}
-    said = {"at": float("-inf"), "text": ""}
+    said = {"at": float("-inf")}
 
-    def on_view(current: running.WorkloadView) -> None:
+    def on_view(current: WorkloadView) -> None:
         for rank in current.ranks:
             if seen.get(rank.ref.name) != rank.state:
                 seen[rank.ref.name] = rank.state
                 why = f" ({rank.why()})" if rank.state in ("failed", "lost", "unreachable") else ""
                 click.echo(f"{rank.ref.name} on {rank.ref.node}: {rank.state}{why}")
         if current.live() and time.monotonic() - said["at"] >= scaling_every:
-            for group in scaling(current, running.tokens(agents, record), baselines):
+            for group in control.scaling(current, control.tokens(workload_id)):
                 said["at"] = time.monotonic()
                 click.echo(f"{group.group} on {group.nodes} node(s): {_rate(group.tokens_per_s)} tok/s, "
                            f"scaling {group.describe()}")  # fmt: skip
 
-    with _agents() as agents:
-        final = running.watch(agents, record, threading.Event(), on_view, interval)
-        for baseline in _record_baselines(agents, final, baselines):
+    with _control() as control:
+        final = control.watch(workload_id, threading.Event(), on_view, interval)
+        for baseline in control.record_baselines(final):
             click.echo(f"one-node baseline {baseline.key}: {baseline.tokens_per_s:,.1f} tok/s "
                        f"(median of {baseline.samples} figures)")  # fmt: skip
     click.echo(f"workload {workload_id}: {final.state}")
@@ -257,14 +244,6 @@ def baseline_set(key: str, tokens_per_s: float) -> None:
     click.echo(f"one-node baseline {stored.key}: {stored.tokens_per_s:,.1f} tok/s")
 
 
-def _record_baselines(agents: FleetAgents, view: running.WorkloadView, store: BaselineStore) -> list:
-    try:
-        return record_baselines(agents, view, store)
-    except SparkSyncError as exc:  # the workloads still show; only the baseline waits
-        click.echo(f"sparksync: warning: no baseline recorded for {view.workload_id}: {exc}", err=True)
-        return []
-
-
 # --- output -----------------------------------------------------------------------------
 
 
@@ -274,7 +253,7 @@ def _scaling(groups: list[GroupScaling]) -> str:
     return "; ".join(g.describe() if len(groups) == 1 else f"{g.group}: {g.describe()}" for g in groups)
 
 
-def _view_json(view: running.WorkloadView) -> dict[str, Any]:
+def _view_json(view: WorkloadView) -> dict[str, Any]:
     return {
         "workload_id": view.workload_id,
         "state": view.state,
@@ -294,7 +273,7 @@ def _view_json(view: running.WorkloadView) -> dict[str, Any]:
     }
 
 
-def _print_view(view: running.WorkloadView, as_json: bool) -> None:
+def _print_view(view: WorkloadView, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(_view_json(view), indent=2))
         return
@@ -312,6 +291,6 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)

@@ -99,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from sparksync.core.apps.settings import AppSettings, SettingsError, load_settings
+    from sparksync.core.apps import AppSettings, SettingsError, load_settings
     from sparksync.gui.main_window import MainWindow
     from sparksync.gui.theme import apply_theme
     from sparksync.gui.tray.setup import install_tray
@@ -114,8 +114,7 @@ def _run(args: argparse.Namespace) -> int:
         settings, settings_problem = AppSettings(), str(exc)
     apply_theme(settings.theme)
     sample_hz = args.sample_hz if args.sample_hz is not None else settings.sample_hz
-    nodes, actions = cluster(sample_hz)
-    window = MainWindow(nodes, actions=actions, settings=settings)
+    window = MainWindow(actions=cluster(sample_hz), settings=settings)
     if settings_problem:
         window.settings_writable = False
         window.statusBar().showMessage(f"Error: {settings_problem}")
@@ -145,18 +144,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def cluster(sample_hz: float):
-    """The nodes to show (``known_nodes()``) and the actions, sharing one fleet: one SSH transport per node.
+    """The app's actions over the cluster, with its one fleet (opened in a worker once the window runs,
+    closed when the app quits): this computer's agent samples at ``sample_hz``."""
+    from sparksync.core.nodes import ClusterActions
 
-    Reads the registry (one small file) before the window exists; the fleet
-    itself opens in a worker once the window runs, and lives until the app quits.
-    """
-    from sparksync.core.nodes.cluster_actions import ClusterActions
-    from sparksync.core.agents.handles import LocalNode, known_nodes
-
-    nodes = known_nodes()
-    shared = next((node.shared for node in nodes if node.source == "ssh"), None)
-    nodes = [LocalNode(sample_hz=sample_hz) if node.source == "local" else node for node in nodes]
-    return nodes, ClusterActions(shared_fleet=shared)
+    return ClusterActions(sample_hz=sample_hz)
 
 
 def _start_discovery():

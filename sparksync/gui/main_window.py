@@ -1,16 +1,19 @@
-"""The main window: the live cluster dashboard over any number of nodes.
+"""The main window: the live cluster dashboard over any number of nodes, this computer beside them.
 
-The window starts with the nodes it is given (``known_nodes()``: the paired
-nodes, or "this computer" when none is paired) and follows the registry
-from then on: a node paired from the Nodes panel gets its own telemetry
-worker (an ``SshNode`` on the actions' shared fleet), an unpaired one loses
-it. Each node is kept streaming by its own worker thread.
+The window starts with the nodes it is given (by default "this computer")
+and follows the registry from then on: a node paired from the Nodes panel is
+followed too, an unpaired one no longer. Every node's telemetry comes
+through the core's follower (``NodeFeeds`` turns its events into signals),
+over the links of one fleet.
 
-When the actions have a fleet (``ClusterActions.fleet``), ``start`` opens it
-in a worker, hands its state changes to the node list and the tray
-(``attach_states``), and only then starts the paired nodes' workers, so no
-state change is missed. That one fleet holds one SSH transport per node for
-the telemetry, deploys, custom apps and "connect all".
+That fleet is the app's one ``Fleet`` (``ClusterActions.fleet``; a window
+with other actions makes its own): ``start`` opens it in a worker, hands its
+state changes to the node list and the tray (``attach_states``), and only
+then starts following, so no state change is missed. It reaches this
+computer's local agent and holds one SSH transport per paired node for the
+telemetry, workloads, deploys, custom apps and "connect all". Once a Spark
+is paired the cluster's figures (memory, "1/2 online", the tray) count the
+Sparks only; this computer is shown beside them.
 
 The window only shows what the workers and the history recorder report:
 they do all the I/O. Samples go into the Qt-free dashboard model,
@@ -27,10 +30,10 @@ in the status bar.
 
 With a tray icon (``enable_tray``), closing the window only hides it (the
 first time, a notification says so). Quitting, or closing without a tray,
-hides the window at once, stops the workers (which stop a local agent they
-started), the history recorder (which writes what is left), a workload
+hides the window at once, stops following the nodes, the history recorder (which writes what is left), a workload
 launch in progress (cancelled: what it started is stopped) and the core's
-tunnels, app scripts and discovery, and only then closes. Recorded
+tunnels, app scripts, discovery and the fleet (which stops a local agent it
+started), and only then closes. Recorded
 workloads are watched from the start, so a failure is told even while the
 Workloads tab was never opened.
 """
@@ -38,6 +41,7 @@ Workloads tab was never opened.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,25 +51,30 @@ from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QWidget
 from sparksync_agent.protocol import Sample, Snapshot
 
-from sparksync.core.apps.autostart import Autostart
-from sparksync.core.nodes.cluster_actions import ClusterActions
-from sparksync.core.telemetry.cluster_summary import ClusterSummary, summarize
-from sparksync.core.telemetry.dashboard_model import COARSE_SPAN_S, DashboardModel
-from sparksync.core.telemetry.dashboard_series import CLUSTER, MEMORY_USED, TOKENS_TOTAL
-from sparksync.core.agents.handles import LocalNode, NodeHandle
-from sparksync.core.apps.settings import AppSettings, save_settings
+from sparksync.core.agents import LOCAL_NODE_NAME
+from sparksync.core.apps import AppSettings, Autostart, save_settings
+from sparksync.core.nodes import ClusterActions
+from sparksync.core.telemetry import (
+    CLUSTER,
+    COARSE_SPAN_S,
+    MEMORY_USED,
+    TOKENS_TOTAL,
+    ClusterSummary,
+    DashboardModel,
+    summarize,
+)
 from sparksync.gui.benchmarks.benchmarks_panel import BenchmarksPanel
 from sparksync.gui.benchmarks.run_details import finished_text
 from sparksync.gui.dashboard.dashboard_view import DashboardView
 from sparksync.gui.dashboard.history_bridge import HistoryBridge
+from sparksync.gui.dashboard.local_model_card import LocalModelCard
 from sparksync.gui.node_card import NodeCard
-from sparksync.gui.node_feeds import NodeFeed, NodeFeeds
+from sparksync.gui.node_feeds import NodeFeeds
 from sparksync.gui.nodes.custom_apps_dialog import CustomAppsDialog
 from sparksync.gui.nodes.nodes_panel import NodesPanel
 from sparksync.gui.placeholders import PLACEHOLDERS, PlaceholderTab
 from sparksync.gui.settings.settings_dialog import SettingsDialog
 from sparksync.gui.switchyard.switchyard_view import SwitchyardView, app_watch
-from sparksync.gui.telemetry_worker import TelemetryWorker
 from sparksync.gui.theme import apply_theme
 from sparksync.gui.topology.topology_view import TopologyView
 from sparksync.gui.tray.notifier import Notifier
@@ -85,17 +94,19 @@ class MainWindow(QMainWindow):
 
     def __init__(
         self,
-        nodes: NodeHandle | Sequence[NodeHandle] | None = None,
+        nodes: str | Sequence[str] | None = None,
         parent: QWidget | None = None,
         *,
         history_path: Path | None = None,
         actions=None,
+        fleet=None,
+        sample_hz: float = 1.0,
         settings: AppSettings | None = None,
         settings_path: Path | None = None,
         autostart=None,
     ):
         super().__init__(parent)
-        self.nodes = _as_list(nodes)
+        self.nodes = _as_list(nodes)  # the nodes followed whatever is paired (this computer)
         self.node = self.nodes[0] if self.nodes else None
         self.setWindowTitle(TITLE)
         self.resize(1280, 800)
@@ -103,20 +114,29 @@ class MainWindow(QMainWindow):
         self.settings_path = settings_path  # None: the usual place in the config dir
         self.settings_writable = True  # False when the file could not be read: it is never overwritten
         self.autostart = autostart if autostart is not None else Autostart()
-        self.actions = actions if actions is not None else ClusterActions()
+        self.actions = actions if actions is not None else ClusterActions(sample_hz=sample_hz)
+        self._fleet_lock = threading.Lock()
+        self._the_fleet = fleet
+        self._own_fleet = fleet is None and not self._has_fleet()  # then the window makes and closes it
+        self._sample_hz = sample_hz
         self.jobs = Jobs(self)
         self.model = DashboardModel()
         self.dashboard = DashboardView(
             self.model, self, window_s=self.settings.window_s, memory_unit=self.settings.memory_unit
         )
-        self.cards = {n.name: NodeCard(n.name) for n in self.nodes}
-        self.card = self.cards[self.node.name] if self.node is not None else None
+        self.cards = {name: NodeCard(name) for name in self.nodes}
+        self.card = self.cards[self.node] if self.node is not None else None
         for i, card in enumerate(self.cards.values()):
             self.dashboard.add_side_widget(card, i)
         self.nodes_panel = NodesPanel(self.actions, self.jobs, parent=self)
         self.switchyard = SwitchyardView(app_watch(self.actions), self, actions=self.actions)
         self.dashboard.add_section(self.switchyard)
         self._tabs()
+        # First run: a model on this computer, its tokens/s live, whatever is paired.
+        self.local_model: LocalModelCard | None = None
+        if LOCAL_NODE_NAME in self.nodes:
+            self.local_model = LocalModelCard(self.workloads.control, self)
+            self.dashboard.add_banner(self.local_model)
         self.history = HistoryBridge(history_path, self)
         self.model.row_listeners.append(self.history.put)
         self.feeds = NodeFeeds(self.nodes, self)
@@ -133,7 +153,7 @@ class MainWindow(QMainWindow):
         self._discovery_asked = False
         self.settings_dialog: SettingsDialog | None = None
         self.apps_dialog: CustomAppsDialog | None = None
-        self.fleet = None  # the actions' fleet, once opened
+        self.fleet = None  # the fleet, once opened (in a worker)
         self._fleet_asked = False
         self._paired_names: list[str] | None = None  # the last registry read
         self._live = False
@@ -150,7 +170,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.nodes_panel, "Nodes")
         self.benchmarks = BenchmarksPanel(parent=self)
         self.topology = TopologyView(self)
-        self.workloads = WorkloadsPanel(actions=self.actions, parent=self)
+        self.workloads = WorkloadsPanel(actions=self.actions, fleet=self.the_fleet, parent=self)
         panels = {"Benchmarks": self.benchmarks, "Topology": self.topology, "Workloads": self.workloads}
         self.placeholders = {
             title: PlaceholderTab(title, self) for title in PLACEHOLDERS if title not in panels
@@ -210,6 +230,11 @@ class MainWindow(QMainWindow):
         self.switchyard.status_message.connect(self._on_dashboard_status_message)
         self.switchyard.error_raised.connect(self._on_jobs_error_raised)
         self.workloads.workload_failed.connect(self.notifier.workload_failed)
+        if self.local_model is not None:
+            self.local_model.status_message.connect(self._on_dashboard_status_message)
+            self.local_model.error_raised.connect(self._on_jobs_error_raised)
+            self.local_model.started.connect(lambda _view: self.workloads.watch())
+            self.local_model.stopped.connect(lambda _id: self.workloads.refresh())
         self.nodes_panel.paired_changed.connect(
             lambda nodes: self.workloads.set_nodes([n.name for n in nodes])
         )
@@ -224,21 +249,23 @@ class MainWindow(QMainWindow):
         feeds.node_ready.connect(self._on_feeds_node_ready)
         feeds.sample_received.connect(self.topology.add_sample)
         feeds.node_ready.connect(self.topology.add_snapshot)
-        feeds.status_changed.connect(self._on_worker_status_changed)
-        feeds.error_raised.connect(self._on_worker_error_raised)
-        feeds.connected.connect(self._on_worker_connected)
+        feeds.status_changed.connect(self._on_feeds_status_changed)
+        feeds.error_raised.connect(self._on_feeds_error_raised)
+        feeds.connected.connect(self._on_feeds_connected)
+        feeds.gap_marked.connect(self._on_feeds_gap_marked)
         feeds.feed_ended.connect(self._on_feeds_feed_ended)
 
     def start(self) -> None:
-        """Start the history recorder and the node workers, and read the registry.
+        """Start the history recorder, open the fleet (this computer's telemetry then flows), read the registry.
 
-        The fleet opens once the registry read finds a paired node (with nothing
-        paired, the keyring is not even asked for this computer's key).
+        With nothing to follow yet (no node given, nothing paired) the fleet opens
+        only once a node is paired.
         """
         self.history.start(COARSE_SPAN_S)
-        for feed in self.feeds.idle():
-            if not (self._has_fleet() and feed.node.source == "ssh"):
-                self.feeds.start(feed)
+        if self.nodes:
+            self.open_fleet()
+        if self.local_model is not None:
+            self.local_model.check_engine()
         self.nodes_panel.reload()
         # A recorded workload that fails is told from the start, not only once its tab is shown.
         self.workloads.watch_if_recorded()
@@ -247,18 +274,30 @@ class MainWindow(QMainWindow):
     def _has_fleet(self) -> bool:
         return callable(getattr(self.actions, "fleet", None))
 
+    def the_fleet(self):
+        """The one fleet (made on first call; call it in a worker, it may read files)."""
+        with self._fleet_lock:
+            if self._the_fleet is None:
+                if self._has_fleet():
+                    self._the_fleet = self.actions.fleet()
+                else:
+                    from sparksync.core.fleet import Fleet
+
+                    self._the_fleet = Fleet(sample_hz=self._sample_hz)
+            return self._the_fleet
+
     def open_fleet(self) -> None:
-        """Open the actions' fleet in a worker; its states then reach the node list and the tray."""
-        if self._fleet_asked or self._closing or not self._has_fleet():
+        """Open the fleet in a worker; its states then reach the node list and the tray."""
+        if self._fleet_asked or self._closing:
             return
         self._fleet_asked = True
-        self.jobs.run("Connecting to the paired nodes", self._read_fleet, self._on_fleet_opened)
+        self.jobs.run("Connecting to the nodes", self._read_fleet, self._on_fleet_opened)
 
     def _read_fleet(self):
-        """(fleet, each paired node's last known state): worker side, it reads the keyring and files."""
-        from sparksync.core.fleet.fleet import as_fleet_state
+        """(fleet, each paired node's last known state): worker side, it reads files."""
+        from sparksync.core.fleet import as_fleet_state
 
-        fleet = self.actions.fleet()
+        fleet = self.the_fleet()
         return fleet, {node.name: as_fleet_state(fleet.status(node)) for node in fleet.nodes()}
 
     def _on_fleet_opened(self, outcome) -> None:
@@ -266,61 +305,50 @@ class MainWindow(QMainWindow):
         if self._closing:
             return
         self.fleet = fleet
-        self.nodes_panel.attach_states(fleet)
+        if hasattr(fleet, "add_listener"):
+            self.nodes_panel.attach_states(fleet)
         for name, state in states.items():
             self.nodes_panel.rows.set_state(name, state)
-        for feed in self.feeds.idle():
-            self.feeds.start(feed)
+        self.feeds.attach(fleet)
         self._sync_feeds()
 
     def _on_nodes_panel_paired_changed(self, nodes: list) -> None:
         self._paired_names = [node.name for node in nodes]
+        # Once a Spark is paired, this computer is shown beside the cluster, not summed into it.
+        self.model.set_apart([n for n in self.nodes if n not in self._paired_names] if self._paired_names else [])
         if self._paired_names:
             self.open_fleet()
         self._sync_feeds()
 
     def _sync_feeds(self) -> None:
-        """Stream every paired node, and stop streaming the ones no longer paired."""
+        """Follow every paired node, and stop following the ones no longer paired."""
         if self.fleet is None or self._paired_names is None or self._closing:
             return
-        streamed = {f.node.name: f for f in self.feeds.feeds if f.node.source == "ssh" and not f.removed}
-        for name, feed in streamed.items():
-            if name not in self._paired_names:
-                self._remove_feed(feed)
+        followed = self.feeds.names()
+        for name in followed:
+            if name not in self._paired_names and name not in self.nodes:
+                self._remove_feed(name)
         for name in self._paired_names:
-            if name not in streamed:
-                self._add_feed(self.remote_node(name))
+            if name not in followed:
+                self._add_feed(name)
 
-    def remote_node(self, name: str) -> NodeHandle:
-        """A paired node's handle, on the actions' fleet (tests hand other handles)."""
-        from sparksync.core.fleet.remote_node import SshNode
-
-        return SshNode(name, self.actions.shared_fleet)
-
-    def _add_feed(self, node: NodeHandle) -> None:
-        if node.name not in self.cards:
-            card = self.cards[node.name] = NodeCard(node.name)
+    def _add_feed(self, name: str) -> None:
+        if name not in self.cards:
+            card = self.cards[name] = NodeCard(name)
             self.dashboard.memory_unit_changed.connect(card.set_memory_unit)
             self.dashboard.add_side_widget(card, len(self.cards) - 1)
-        self.nodes.append(node)
-        self.feeds.add(node)
+        self.feeds.add(name)
 
-    def _remove_feed(self, feed: NodeFeed) -> None:
-        if feed.node in self.nodes:
-            self.nodes.remove(feed.node)
-        card = self.cards.pop(feed.node.name, None)
+    def _remove_feed(self, name: str) -> None:
+        card = self.cards.pop(name, None)
         if card is not None:
             card.hide()
             card.deleteLater()
-        self.feeds.remove(feed)
-
-    @property
-    def worker(self) -> TelemetryWorker | None:
-        """The first node's worker (None once stopped)."""
-        return self.feeds.feeds[0].worker if self.feeds.feeds else None
+        self.feeds.remove(name)
+        self.last_sample_ts.pop(name, None)
 
     def streamed_nodes(self) -> list[str]:
-        """The nodes whose telemetry workers run now."""
+        """The nodes whose telemetry threads run now."""
         return self.feeds.streamed()
 
     def is_running(self) -> bool:
@@ -412,20 +440,23 @@ class MainWindow(QMainWindow):
             self.nodes_panel.pair_dialog.reject()  # a pairing waiting for an answer gets "no"
 
     def _close_core_once_feeds_end(self) -> None:
-        # The app's hold on the fleet goes last: the fleet then closes in a worker of ours,
-        # never in a telemetry thread that happened to be its last user.
-        if self._core_pending and not self.feeds.has_threads():
+        # The fleet goes last, once no telemetry thread uses its links any more.
+        if self._core_pending and not self.feeds.running():
             self._core_pending = False
             self._close_core()
 
     def _close_core(self) -> None:
         """Stop the workloads' launch, then close tunnels, app scripts, SSH links and discovery, in a worker."""
         self._stop_asking()
-        discovery, actions = self.discovery, self.actions
+        discovery, actions, feeds = self.discovery, self.actions, self.feeds
+        own_fleet = self._the_fleet if self._own_fleet else None
         workloads = self.workloads.jobs
         self.workloads.shutdown(0)  # a launch in progress is cancelled: it stops what it had started
         switchyard = self.switchyard
         switchyard.shutdown(0)
+        local_model = self.local_model
+        if local_model is not None:
+            local_model.shutdown()
 
         def close() -> None:
             try:
@@ -436,8 +467,13 @@ class MainWindow(QMainWindow):
                         WORKLOADS_STOP_WAIT_S,
                     )
                 switchyard.jobs.wait()  # its poll may use a tunnel on the fleet: closed before it
+                if local_model is not None:
+                    local_model.jobs.wait(WORKLOADS_STOP_WAIT_S)  # its answers stop at once; a start ends
                 switchyard.watch.close()
+                feeds.join(30.0)  # their last events are out; the threads themselves end now
                 actions.close()
+                if own_fleet is not None:
+                    own_fleet.close()
             finally:
                 if discovery is not None:
                     discovery.stop()
@@ -522,6 +558,7 @@ class MainWindow(QMainWindow):
             self.model.used_bytes(),
             self.model.latest(CLUSTER, TOKENS_TOTAL),
             time.time(),
+            apart=self.model.apart,
         )
 
     # --- slots --------------------------------------------------------------------------
@@ -549,11 +586,15 @@ class MainWindow(QMainWindow):
     def _on_history_loaded(self, histories: dict) -> None:
         self.model.merge_history(histories)
 
-    def _on_worker_status_changed(self, message: str) -> None:
+    def _on_feeds_status_changed(self, message: str) -> None:
         if not self._closing:
             self.statusBar().showMessage(message)
 
-    def _on_worker_error_raised(self, message: str) -> None:
+    def _on_feeds_gap_marked(self, name: str, start: float, end: float, why: str) -> None:
+        if name in self.cards:  # unpaired meanwhile: no longer on the timeline
+            self.model.mark_gap(name, start, end, why)
+
+    def _on_feeds_error_raised(self, message: str) -> None:
         log.warning("%s", message)
         self._show_problem(message)
 
@@ -581,7 +622,7 @@ class MainWindow(QMainWindow):
         if not self._closing:
             self.statusBar().showMessage(message)
 
-    def _on_worker_connected(self, run_id: str) -> None:
+    def _on_feeds_connected(self, _name: str, _run_id: str) -> None:
         self.problem.clear()
         self.problem.setToolTip("")
 
@@ -592,15 +633,14 @@ class MainWindow(QMainWindow):
 
     def _shows_live_memory(self) -> bool:
         # History alone also draws memory; "live" means a sample of this session is on screen.
-        return any(self.model.latest(f.node.name, MEMORY_USED) is not None for f in self.feeds.feeds)
+        return any(self.model.latest(name, MEMORY_USED) is not None for name in self.feeds.names())
 
-    def _on_feeds_feed_ended(self, feed: NodeFeed) -> None:
-        if feed.removed:
-            self.last_sample_ts.pop(feed.node.name, None)
+    def _on_feeds_feed_ended(self, name: str) -> None:
         if self._closing:
             self._close_core_once_feeds_end()
             self._on_part_stopped()
-        elif not feed.removed:  # only a bug ends a worker early; its error is already on screen
+        elif name in self.feeds.names() and name not in self.feeds.streamed():
+            # Only a bug ends a node's thread early; its error is already on screen.
             self.statusBar().showMessage(self.statusBar().currentMessage() + " (telemetry stopped)")
 
     def _on_part_stopped(self) -> None:
@@ -610,11 +650,11 @@ class MainWindow(QMainWindow):
             self.close()
 
 
-def _as_list(nodes: NodeHandle | Sequence[NodeHandle] | None) -> list[NodeHandle]:
+def _as_list(nodes: str | Sequence[str] | None) -> list[str]:
     """None: "this computer"; an empty list: no node yet (the paired ones join as they are paired)."""
     if nodes is None:
-        return [LocalNode()]
-    listed = list(nodes) if isinstance(nodes, Sequence) else [nodes]
+        return [LOCAL_NODE_NAME]
+    listed = [nodes] if isinstance(nodes, str) else list(dict.fromkeys(nodes))
     if len(listed) > MAX_NODES:
         raise ValueError(f"a cluster holds at most {MAX_NODES} nodes; got {len(listed)}")
     return listed

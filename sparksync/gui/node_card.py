@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QWidget
 
-from sparksync.core.base.units import DEFAULT_MEMORY_UNIT, MemoryUnit, format_memory
+from sparksync.core.base import DEFAULT_MEMORY_UNIT, MemoryUnit, format_memory
 from sparksync_agent.protocol import Sample, Snapshot
 
 FIELDS = (

@@ -1,113 +1,133 @@
-"""The window's telemetry feeds: one ``TelemetryWorker`` thread per streamed node.
+"""The window's telemetry: the core's ``TelemetryFollower``, its events turned into Qt signals.
 
-``NodeFeeds`` starts, stops and forgets them and passes on what every worker
-says, tagged with its node's name, so the window connects once however many
-nodes come and go. A feed whose node was unpaired is forgotten only once its
-thread has ended: a worker still stopping must not lose its thread.
+The follower (``sparksync.core.fleet.follower``) keeps one thread per node,
+resumes after cuts, waits between retries, marks the gaps an agent restart
+leaves and keeps the nodes' states in the fleet. This adapter holds no
+resume state and no retry loop: it moves each event onto the GUI thread (a
+queued signal) and re-emits it as the signal the window connects, tagged
+with the node's name. It never blocks the GUI thread: ``remove`` and
+``stop_all`` only ask, and ``feed_ended`` says when a node's thread is done.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
-from sparksync_agent.protocol import Sample, Snapshot
+from PySide6.QtCore import QObject, Qt, Signal
 
-from sparksync.core.agents.handles import NodeHandle
-from sparksync.gui.telemetry_worker import TelemetryWorker
-
-
-class NodeFeed(QObject):
-    """One node's worker, with its samples tagged by node name (lives in the GUI thread)."""
-
-    sample_received = Signal(str, object)
-    node_ready = Signal(str, object)
-
-    def __init__(self, node: NodeHandle, parent: QObject):
-        super().__init__(parent)
-        self.node = node
-        self.thread: QThread | None = None
-        self.worker: TelemetryWorker | None = None
-        self.removed = False  # its node was unpaired: forget the feed once its thread ends
-
-    @Slot(object)
-    def _on_worker_sample_received(self, sample: Sample) -> None:
-        self.sample_received.emit(self.node.name, sample)
-
-    @Slot(object)
-    def _on_worker_node_ready(self, snapshot: Snapshot) -> None:
-        self.node_ready.emit(self.node.name, snapshot)
+from sparksync.core.base import Backoff
+from sparksync.core.fleet.follower import (
+    RETRY,
+    Connecting,
+    Ended,
+    FollowEvent,
+    Gap,
+    Live,
+    Ready,
+    Retrying,
+    SampleIn,
+    TelemetryFollower,
+    Trouble,
+)
 
 
 class NodeFeeds(QObject):
     sample_received = Signal(str, object)  # node name, Sample
-    node_ready = Signal(str, object)  # node name, Snapshot
-    status_changed = Signal(str)
-    error_raised = Signal(str)
-    connected = Signal(str)  # the agent's run id
-    feed_ended = Signal(object)  # a NodeFeed whose thread has ended (and been cleaned up)
+    node_ready = Signal(str, object)  # node name, Snapshot (once per connection)
+    status_changed = Signal(str)  # news for the status bar
+    error_raised = Signal(str)  # a failure, told once per kind (what happened, what next)
+    connected = Signal(str, str)  # node name, the agent's run id: earlier errors are over
+    gap_marked = Signal(str, float, float, str)  # node, start, end (Unix times), why
+    feed_ended = Signal(str)  # node name: its thread has ended
+    _arrived = Signal(object)  # a FollowEvent, from a follower thread
 
-    def __init__(self, nodes: Iterable[NodeHandle], parent: QObject):
+    def __init__(self, names: Iterable[str], parent: QObject, *, retry: Backoff = RETRY):
         super().__init__(parent)
-        self.feeds = [self._made(node) for node in nodes]
+        self.retry = retry  # the follower's wait between finding an agent again (set before attach)
+        self._wanted = list(dict.fromkeys(names))
+        self._follower: TelemetryFollower | None = None
+        self._threads: Counter[str] = Counter()  # node -> its threads still running
+        self._runs: dict[str, str] = {}  # node -> the agent run it was last live with
+        self._troubled: set[str] = set()  # nodes whose trouble was told and is not over yet
+        self._arrived.connect(self._on_follower_event, Qt.ConnectionType.QueuedConnection)
 
-    def _made(self, node: NodeHandle) -> NodeFeed:
-        feed = NodeFeed(node, self)
-        feed.sample_received.connect(self.sample_received)
-        feed.node_ready.connect(self.node_ready)
-        return feed
+    # --- what the window asks -------------------------------------------------------------
 
-    def add(self, node: NodeHandle) -> NodeFeed:
-        feed = self._made(node)
-        self.feeds.append(feed)
-        self.start(feed)
-        return feed
+    def attach(self, fleet) -> None:
+        """Start following, through ``fleet``'s links, every node wanted so far (and those added later)."""
+        if self._follower is not None:
+            return
+        self._follower = TelemetryFollower(fleet, [], on_event=self._arrived.emit, retry=self.retry)
+        self._follower.start()
+        for name in self._wanted:
+            self._start(name)
 
-    def remove(self, feed: NodeFeed) -> None:
-        feed.removed = True
-        if feed.worker is not None:
-            feed.worker.stop()  # forgotten in _on_feed_thread_finished
-        elif feed.thread is None:
-            self.feeds.remove(feed)
+    def add(self, name: str) -> None:
+        if name in self._wanted:
+            return
+        self._wanted.append(name)
+        if self._follower is not None:
+            self._start(name)
 
-    def start(self, feed: NodeFeed) -> None:
-        feed.thread = QThread(self)
-        feed.thread.setObjectName(f"telemetry:{feed.node.name}")
-        feed.worker = TelemetryWorker(feed.node)
-        feed.worker.moveToThread(feed.thread)
-        feed.thread.started.connect(feed.worker.run)
-        feed.worker.node_ready.connect(feed._on_worker_node_ready)
-        feed.worker.sample_received.connect(feed._on_worker_sample_received)
-        feed.worker.status_changed.connect(self.status_changed)
-        feed.worker.error_raised.connect(self.error_raised)
-        feed.worker.connected.connect(self.connected)
-        feed.worker.finished.connect(feed.thread.quit)
-        feed.thread.finished.connect(lambda feed=feed: self._on_feed_thread_finished(feed))
-        feed.thread.start()
+    def remove(self, name: str) -> None:
+        """Stop following ``name``; returns at once (``feed_ended`` comes when its thread is done)."""
+        if name in self._wanted:
+            self._wanted.remove(name)
+        if self._follower is not None:
+            self._follower.remove(name)
 
-    def stop_all(self) -> None:
-        for feed in self.feeds:
-            if feed.worker is not None:
-                feed.worker.stop()
-
-    def idle(self) -> list[NodeFeed]:
-        """Feeds never started (or ended) whose node is still wanted."""
-        return [f for f in self.feeds if f.thread is None and not f.removed]
+    def names(self) -> list[str]:
+        """The nodes followed, or to be followed once a fleet is attached."""
+        return list(self._wanted)
 
     def streamed(self) -> list[str]:
-        """The nodes whose telemetry workers run now."""
-        return [f.node.name for f in self.feeds if f.thread is not None and not f.removed]
+        """The nodes whose telemetry threads run now."""
+        return [name for name in self._wanted if self._threads[name] > 0]
 
-    def has_threads(self) -> bool:
-        return any(f.thread is not None for f in self.feeds)
+    def stop_all(self) -> None:
+        """Ask every node's thread to end; returns at once."""
+        self._wanted = []
+        if self._follower is not None:
+            self._follower.request_stop()
 
     def running(self) -> bool:
-        return any(f.thread is not None and f.thread.isRunning() for f in self.feeds)
+        return any(count > 0 for count in self._threads.values())
 
-    def _on_feed_thread_finished(self, feed: NodeFeed) -> None:
-        feed.worker.deleteLater()
-        feed.thread.deleteLater()
-        feed.worker, feed.thread = None, None
-        if feed.removed:
-            self.feeds.remove(feed)
-        self.feed_ended.emit(feed)
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the threads asked to stop (from a worker, never the GUI thread)."""
+        return self._follower is None or self._follower.join(timeout)
+
+    # --- from the follower ----------------------------------------------------------------
+
+    def _start(self, name: str) -> None:
+        assert self._follower is not None
+        self._threads[name] += 1
+        self._follower.add(name)
+
+    def _on_follower_event(self, event: FollowEvent) -> None:
+        name = event.node
+        if isinstance(event, SampleIn):
+            self.sample_received.emit(name, event.sample)
+        elif isinstance(event, Ready):
+            self.node_ready.emit(name, event.snapshot)
+        elif isinstance(event, Live):
+            self._troubled.discard(name)
+            before = self._runs.get(name)
+            self._runs[name] = event.run_id
+            if before is not None and before != event.run_id:
+                self.status_changed.emit(f"{name}: the agent restarted; following its new run")
+            self.connected.emit(name, event.run_id)
+            self.status_changed.emit(f"{name}: live")
+        elif isinstance(event, (Connecting, Retrying)):
+            if name not in self._troubled:  # the error stays in sight until the node is live again
+                what = "connecting" if isinstance(event, Connecting) else f"reconnecting in {event.delay_s:.1f} s"
+                self.status_changed.emit(f"{name}: {what}…")
+        elif isinstance(event, Trouble):
+            self._troubled.add(name)
+            self.error_raised.emit(event.message)
+        elif isinstance(event, Gap):  # marked on the timeline; the restart itself was news at Live
+            self.gap_marked.emit(name, event.start, event.end, event.reason)
+        elif isinstance(event, Ended):
+            self._threads[name] = max(0, self._threads[name] - 1)
+            self.feed_ended.emit(name)

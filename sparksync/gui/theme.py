@@ -7,7 +7,7 @@ import logging
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from sparksync.core.apps.settings import Theme
+from sparksync.core.apps import Theme
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Any
 import shiboken6
 from PySide6.QtCore import QObject, Signal, Slot
 
-from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.base import SparkSyncError
 
 log = logging.getLogger(__name__)
 

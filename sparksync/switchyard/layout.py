@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sparksync.core.workloads.agents import NodeAgents
+from sparksync.core.agents import NodeAgents
 from sparksync.core.workloads.errors import PlanError
 from sparksync.core.workloads.fabric_settings import load_fabric_settings
 from sparksync.core.workloads.orchestrator import Orchestrator, Prepared, ProgressCallback

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from sparksync.core.agents.this_computer import canonical_name
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.workloads.plan import Group, Plan
 from sparksync.core.workloads.reach import WILDCARDS, direct_url, workload_endpoints
@@ -38,6 +39,7 @@ TOKENS_COUNTER = "switchyard_output_tokens_total"
 def node_config(config: SwitchyardConfig, records: Sequence[WorkloadRecord], node: str,
                 addresses: Mapping[str, str]) -> SwitchyardConfig:  # fmt: skip
     """The config with every workload pool replaced by the URLs ``node`` reaches its replicas at."""
+    node = canonical_name(node)  # `--node local`: this computer, as its workloads' records name it
     pools = dict(config.pools)
     for name, selector in config.workload_pools().items():
         endpoints = workload_endpoints(records, selector)

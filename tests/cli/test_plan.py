@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
@@ -132,17 +131,24 @@ def test_speed_table_names_its_assumptions():
     assert "FP4 peak 400 TFLOP/s" in result.stdout
 
 
-class _DeadNode:
-    name, source = "spark-dead", "ssh"
+class _DeadFleet:
+    """A cluster of one paired node whose agent does not answer."""
 
-    @contextlib.contextmanager
-    def connect(self, cancel=None):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def cluster(self):
+        return ["spark-dead"]
+
+    def call(self, node, action):
         raise AgentUnreachableError("no answer from spark-dead's agent.")
-        yield
 
 
 def test_an_unreachable_node_says_how_to_plan_without_it(monkeypatch):
-    monkeypatch.setattr(plan_cli, "known_nodes", lambda: [_DeadNode()])
+    monkeypatch.setattr(plan_cli, "Fleet", _DeadFleet)
     result = run("fit", "--params", "7B", "--quant", "bf16")
     assert result.exit_code == AgentUnreachableError.exit_code
     assert "could not read spark-dead's free memory: no answer" in result.output

@@ -54,12 +54,13 @@ def _fake_nodes(monkeypatch, agents) -> None:
     from contextlib import contextmanager
 
     import sparksync.cli.workload as workload_cli
+    from sparksync.core.workloads import WorkloadControl
 
     @contextmanager
     def fake():
-        yield agents
+        yield WorkloadControl(lambda: agents)  # the core's service, over agents the test scripts
 
-    monkeypatch.setattr(workload_cli, "_agents", fake)
+    monkeypatch.setattr(workload_cli, "_control", fake)
 
 
 def test_list_shows_the_efficiency_of_a_training_run_against_its_baseline(monkeypatch):

@@ -6,10 +6,10 @@ import pytest
 
 from sparksync.core.agents.client import AgentClient
 from sparksync.core.agents.local import LocalAgent
-from sparksync.core.agents.stream import Backoff
+from sparksync.core.base.backoff import Backoff
 from tests.core.fake_agent import GOOD_TOKEN, FakeAgent
 
-FAST = Backoff(first=0.001, factor=2.0, maximum=0.004)
+FAST = Backoff(first_s=0.001, factor=2.0, max_s=0.004)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from sparksync.core.telemetry.dashboard_model import DashboardModel
-from sparksync.core.agents.handles import LocalNode
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +23,7 @@ def home(tmp_path, monkeypatch):
 def window(qtbot, home):
     from sparksync.gui.main_window import MainWindow
 
-    win = MainWindow(LocalNode(sample_hz=10))
+    win = MainWindow(sample_hz=10)  # this computer, through the app's one fleet
     win.show()
     yield win
     if win.is_running():

@@ -90,16 +90,17 @@ def test_smoke_run_reaches_live_data_and_exits_0(tmp_path, how):
     assert read_endpoint(tmp_path / "data" / "local-agent") is None  # the agent it started is gone
 
 
-def test_the_app_shows_the_paired_nodes_on_the_same_fleet_as_its_actions(home):
+def test_the_app_reaches_this_computer_and_the_paired_nodes_through_one_fleet(home):
     from sparksync.core.nodes.registry import Registry
     from sparksync.gui.app import cluster
     from tests.core.node_factory import paired_node
 
-    nodes, actions = cluster(5.0)
-    assert [(n.name, n.source, n.sample_hz) for n in nodes] == [("this computer", "local", 5.0)]
+    actions = cluster(5.0)
     registry = Registry()
     for i, name in enumerate(["spark-a", "spark-b"]):
         registry.add(paired_node(name, i + 1))
-    nodes, actions = cluster(5.0)
-    assert [(n.name, n.source) for n in nodes] == [("spark-a", "ssh"), ("spark-b", "ssh")]
-    assert all(n.shared is actions.shared_fleet for n in nodes)  # one fleet: one transport per node
+    fleet = actions.fleet()
+    assert actions.fleet() is fleet and fleet.local.sample_hz == 5.0
+    assert fleet.names() == ["this computer", "spark-a", "spark-b"]  # this computer beside the cluster
+    assert fleet.cluster() == ["spark-a", "spark-b"]  # which the cluster's figures count
+    actions.close()

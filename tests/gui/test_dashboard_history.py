@@ -9,7 +9,7 @@ import pytest
 
 from sparksync.core.telemetry.downsample import SecondRow
 from sparksync.core.telemetry.history import HistoryStore, default_path
-from sparksync.core.agents.handles import LOCAL_NODE_NAME, LocalNode
+from sparksync.core.agents import LOCAL_NODE_NAME
 from sparksync.core.nodes.identity import NodeNames, local_node_id
 
 pytestmark = pytest.mark.gui
@@ -27,7 +27,7 @@ class Windows:
     def new(self):
         from sparksync.gui.main_window import MainWindow
 
-        win = MainWindow(LocalNode(sample_hz=10))
+        win = MainWindow(sample_hz=10)
         win.show()
         self.open.append(win)
         return win

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sparksync.core.agents.handles import LOCAL_NODE_NAME
+from sparksync.core.agents import LOCAL_NODE_NAME
 from sparksync.core.base.units import format_bytes, format_memory
 from tests.machine import mem_total_bytes
 

@@ -68,7 +68,7 @@ def test_closing_stops_the_worker_and_the_agent(qtbot, live_window):
     with qtbot.waitSignal(win.shut_down, timeout=15_000):
         win.close()
         assert not win.isVisible()  # hidden at once, the GUI thread never waits on the agent
-    assert not win.is_running() and win.worker is None
+    assert not win.is_running() and not win.feeds.running()
     assert not psutil.pid_exists(agent_pid)
     assert not [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
     assert read_endpoint(local_agent_state_dir()) is None

@@ -191,3 +191,31 @@ def test_screenshot_of_the_dashboard_with_a_switchyard_gateway_routing_traffic(
     target = os.environ.get("SPARKSYNC_SCREENSHOTS_DIR")
     if target:
         shutil.copyfile(shot, Path(target) / "dashboard.png")
+
+
+# --- the first run: a model on this computer (docs/screenshots/local_model.png) -----------------------------
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+@pytest.mark.skipif(XVFB_RUN is None, reason="needs xvfb-run (apt-get install xvfb xauth)")
+def test_screenshot_of_running_the_demo_model_on_this_computer(tmp_path, llama_binaries):  # noqa: F811
+    """The dashboard's "Run a model on this computer", pressed as a newcomer would; the tokens/s plot moves."""
+    shot = tmp_path / "local_model.png"
+    env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")}
+    env.update(SPARKSYNC_HOME=str(tmp_path / "home"), SPARKSYNC_DISCOVERY="0")
+    done = subprocess.run(
+        [XVFB_RUN, "-a", "-s", "-screen 0 1280x800x24", sys.executable, "-m", "tests.gui.local_model_shot", str(shot)],
+        check=False, env=env, capture_output=True, text=True, timeout=240, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    from PySide6.QtGui import QImage
+
+    image = QImage(str(shot)).convertToFormat(QImage.Format.Format_Grayscale8)
+    assert (image.width(), image.height()) == (1280, 800)
+    pixels = np.frombuffer(image.constBits(), dtype=np.uint8, count=image.sizeInBytes()).reshape(800, -1)[:, :1280]
+    tokens = pixels[580:720, 330:1270]  # the tokens/s plot, full width at the bottom
+    assert (tokens < 40).mean() > 0.5 and (tokens > 150).sum() > 200  # a dark plot with a bright curve in it
+    target = os.environ.get("SPARKSYNC_SCREENSHOTS_DIR")
+    if target:
+        shutil.copyfile(shot, Path(target) / "local_model.png")

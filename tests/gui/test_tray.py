@@ -133,11 +133,10 @@ def test_a_node_going_offline_and_coming_back_is_notified_once_each(qtbot, tray_
 def test_the_window_computes_the_tooltip_from_what_the_dashboard_holds(qtbot, home):
     import time
 
-    from sparksync.core.agents.handles import LocalNode
     from sparksync.gui.main_window import MainWindow
     from sparksync.gui.tray.setup import install_tray
 
-    win = MainWindow(LocalNode(), actions=FakeActions())
+    win = MainWindow(actions=FakeActions())
     tray = install_tray(win, available=True, open_url=lambda url: None)
     now = time.time()
     for i in range(3):

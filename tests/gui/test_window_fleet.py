@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import pytest
 
-from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.fleet.state import NodeState, NodeStatus
+from sparksync.core.agents.link import AgentLink
+from sparksync.core.fleet.problems import degraded
+from sparksync.core.fleet.state import Cause, NodeState, NodeStatus
 from sparksync.core.nodes.rows import FleetState, client_agent_version
 from sparksync.core.nodes.rows import NodeState as RowState
 from tests.core.node_factory import paired_node
@@ -24,6 +23,18 @@ class FakeFleet:
         self._nodes = nodes
         self.listeners = []
         self.transports = object()
+
+    def agent(self, name):
+        return UnreachableLink(name)
+
+    def apply(self, node, problem, *, save=None):
+        pass
+
+    def seen(self, node):
+        pass
+
+    def save(self, nodes):
+        pass
 
     def nodes(self):
         return list(self._nodes)
@@ -53,17 +64,25 @@ class FleetActions(FakeActions):
         return self.the_fleet
 
 
-@dataclass
-class UnreachableNode:
-    """A paired node whose agent never answers: its worker keeps retrying until stopped."""
+class UnreachableLink(AgentLink):
+    """A paired node whose agent never answers: its telemetry thread keeps retrying until stopped."""
 
-    name: str
-    source: str = "ssh"
+    kind = "ssh"
 
-    @contextmanager
-    def connect(self, cancel=None):
-        raise SparkSyncError(f"{self.name}: the agent is not installed")
-        yield
+    def __init__(self, name: str):
+        self.name = name
+
+    def open(self, cancel=None, *, reread=False):
+        raise degraded(Cause.AGENT_NOT_INSTALLED, f"{self.name}: the agent is not installed")
+
+    def explain(self, exc):
+        return exc
+
+    def reachable(self):
+        return True
+
+    def close(self):
+        pass
 
 
 @pytest.fixture
@@ -74,7 +93,6 @@ def fleet_window(qtbot, home):
         from sparksync.gui.main_window import MainWindow
 
         win = MainWindow([], actions=actions)
-        win.remote_node = UnreachableNode
         win.show()
         win.start()
         made.append(win)
@@ -105,7 +123,7 @@ def test_paired_nodes_get_workers_and_live_states_and_an_unpaired_one_stops(qtbo
     actions.nodes = actions.nodes[:1]  # n2 unpaired elsewhere (the CLI)
     with qtbot.waitSignal(panel.paired_changed, timeout=10_000):
         panel.reload()
-    qtbot.waitUntil(lambda: win.streamed_nodes() == ["n1"] and len(win.feeds.feeds) == 1, timeout=15_000)
+    qtbot.waitUntil(lambda: win.streamed_nodes() == ["n1"] and win.feeds.names() == ["n1"], timeout=15_000)
     assert set(win.cards) == {"n1"} and actions.called("fleet") == [()]
 
 

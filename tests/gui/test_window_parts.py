@@ -6,7 +6,6 @@ import pytest
 
 from sparksync.core.apps.autostart import autostart_dir
 from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.agents.handles import LocalNode
 from sparksync.core.apps.settings import AppSettings, Theme, load_settings, settings_path
 from tests.gui.fake_core import FakeActions
 
@@ -21,7 +20,7 @@ def window_for(qtbot, home):
         from sparksync.gui.main_window import MainWindow
         from sparksync.gui.tray.setup import install_tray
 
-        win = MainWindow(LocalNode(), actions=actions or FakeActions(["n1"]), settings=settings)
+        win = MainWindow(actions=actions or FakeActions(["n1"]), settings=settings)
         if tray:
             install_tray(win, available=True, open_url=lambda url: None)
         win.show()

@@ -18,7 +18,6 @@ from sparksync.core.bench.history import HistoryStore
 from sparksync.core.bench.profile import BenchProfile
 from sparksync.core.bench.scale import ScaleSweep
 from sparksync.core.bench.workload_sweep import SweepWorkload, WorkloadBringUp
-from sparksync.core.workloads.agents import FleetAgents
 from sparksync.core.workloads.orchestrator import Orchestrator
 from sparksync.core.workloads.reach import TunnelReach
 from sparksync.core.workloads.workload_store import WorkloadStore
@@ -61,11 +60,11 @@ def test_a_sweep_over_one_two_and_four_lab_nodes_reports_three_sizes(
     history = HistoryStore()
     store = WorkloadStore()
     with open_fleet(ssh_lab, client_key) as fleet:
-        nodes_agents = FleetAgents(fleet)
+        nodes_agents = fleet
         wait_fabric_reported(nodes_agents, names)
         workload = SweepWorkload("llamacpp-rpc", names, "tiny", tokenizer, llama_overrides(binaries, shared),
                                  topology="switch")  # fmt: skip
-        bring_up = WorkloadBringUp(Orchestrator(nodes_agents, store), TunnelReach(fleet.transports), workload)
+        bring_up = WorkloadBringUp(Orchestrator(nodes_agents, store), TunnelReach(fleet), workload)
         sweep = ScaleSweep(bring_up, history, available_nodes=len(names), profile=PROFILE)
         bring_up.check(sweep.sizes)
         result = sweep.run()
@@ -103,7 +102,7 @@ def test_the_cli_sweeps_paired_lab_nodes_and_stores_the_sweep(
     ssh_lab, agents, _fabric = cluster(lab_agents, 2, fabric=True)
     names = [node.name for node in ssh_lab.nodes]
     with open_fleet(ssh_lab, client_key) as fleet:
-        wait_fabric_reported(FleetAgents(fleet), names)
+        wait_fabric_reported(fleet, names)
     overrides = llama_overrides(binaries, shared)
     env = cli_env(real_keyring)
     result = sparksync(

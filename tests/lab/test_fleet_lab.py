@@ -20,20 +20,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from sparksync_agent.protocol import Sample
 
-from sparksync.core.ssh.client_key import ClientKey
+from sparksync.core.agents import LOCAL_NODE_NAME
 from sparksync.core.deploy.layout import LAYOUT
 from sparksync.core.fleet.fleet import Fleet
-from sparksync.core.fleet.follower import TelemetryFollower
-from sparksync.core.fleet.remote_node import paired_node_handles
+from sparksync.core.fleet.follower import Gap, SampleIn, TelemetryFollower
 from sparksync.core.fleet.state import Cause, NodeState
-from sparksync.core.agents.handles import known_nodes
 from sparksync.core.nodes.registry import Registry
+from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.connection import SshSettings
-from sparksync.core.ssh.transports import Backoff
+from sparksync.core.base.backoff import Backoff
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
 from tests.lab.lab_agents import LabAgents, make_agent_python
 from tests.lab.nsnet import in_netns
@@ -165,9 +165,10 @@ def test_a_cut_link_goes_offline_comes_back_and_loses_no_sample(lab_agents, clie
     states: dict[str, list[NodeState]] = defaultdict(list)
     lock = threading.Lock()
 
-    def on_sample(name: str, sample: Sample) -> None:
-        with lock:
-            samples[name].append(sample)
+    def on_event(event) -> None:
+        if isinstance(event, SampleIn):
+            with lock:
+                samples[event.node].append(event.sample)
 
     def on_change(old, new) -> None:
         with lock:
@@ -178,7 +179,7 @@ def test_a_cut_link_goes_offline_comes_back_and_loses_no_sample(lab_agents, clie
             return len(samples[name])
 
     fleet = open_fleet(ssh_lab, client_key, on_change=on_change)
-    with fleet, TelemetryFollower(fleet, on_sample=on_sample) as follower:
+    with fleet, TelemetryFollower(fleet, fleet.cluster(), on_event=on_event) as follower:
         wait_for(lambda: count(cut.name) >= 20 and count(other.name) >= 20, "samples from both nodes")
         before_cut = follower.position(cut.name).last_seq
         try:
@@ -286,43 +287,56 @@ def test_a_changed_host_key_and_a_stopped_sshd_show_as_offline_with_the_reason(l
     assert (listed["state"], listed["cause"]) == ("offline", "host-key-changed")
 
 
-# --- paired nodes as NodeHandles ---------------------------------------------------------------
+# --- every node through the fleet's links ------------------------------------------------------
 
 
-def test_known_nodes_are_the_paired_nodes_reached_through_tunnels(lab_agents, client_key):
+def test_the_fleet_reaches_this_computer_locally_and_the_paired_nodes_through_tunnels(lab_agents, client_key):
     ssh_lab, agents = lab_agents(2)
-    handles = {h.name: h for h in paired_node_handles()}
-    assert sorted(handles) == [n.name for n in ssh_lab.nodes]
-    assert sorted(h.name for h in known_nodes()) == [n.name for n in ssh_lab.nodes]
-    # The handles' shared fleet dials from the lab's client namespace in this test.
-    shared = handles["n1"].shared
-    shared._factory = lambda: open_fleet(ssh_lab, client_key, registry=Registry())
-    with handles["n1"].connect() as first, handles["n2"].connect() as second:
-        assert first.snapshot().info.hostname == ssh_lab.hostname(ssh_lab.nodes[0])
-        assert second.hello().run_id == agents.endpoint(ssh_lab.nodes[1]).run_id
-    assert shared._fleet is None  # closed with the last user
+    with open_fleet(ssh_lab, client_key) as fleet:
+        assert fleet.names() == [LOCAL_NODE_NAME, *(n.name for n in ssh_lab.nodes)]
+        assert fleet.cluster() == [n.name for n in ssh_lab.nodes]  # this computer is beside the cluster
+        assert [fleet.agent(name).kind for name in fleet.names()] == ["local", "ssh", "ssh"]
+        first, second = ssh_lab.nodes
+        assert fleet.call(first.name, lambda c: c.snapshot()).info.hostname == ssh_lab.hostname(first)
+        assert fleet.call(second.name, lambda c: c.hello()).run_id == agents.endpoint(second).run_id
+        here = fleet.call("local", lambda c: c.snapshot())  # the client-run agent, on this computer's loopback
+        assert fleet.local.agent is not None and here.run_id == fleet.local.agent.endpoint.run_id
+        agent_pid = fleet.local.agent.pid
+    assert not psutil.pid_exists(agent_pid)  # the fleet stopped the local agent it started
 
 
 def test_the_follower_finds_a_restarted_agent_on_its_new_port(lab_agents, client_key):
     ssh_lab, agents = lab_agents(1, sample_hz=10)
     node = ssh_lab.nodes[0]
-    runs: list[str] = []
     states: list[NodeState] = []
     seen: dict[str, int] = defaultdict(int)
+    events: list = []
 
-    def on_sample(name: str, sample: Sample) -> None:
-        seen[follower.position(name).run_id or ""] += 1
+    def on_event(event) -> None:
+        events.append(event)
+        if isinstance(event, SampleIn):
+            seen[follower.position(event.node).run_id or ""] += 1
 
     fleet = open_fleet(ssh_lab, client_key, on_change=lambda old, new: states.append(new.state))
-    follower = TelemetryFollower(fleet, on_sample=on_sample, on_restart=lambda name, run: runs.append(run))
+    follower = TelemetryFollower(fleet, [node.name], on_event=on_event)
     first = agents.endpoint(node)
     with fleet, follower:
         wait_for(lambda: seen[first.run_id] >= 10, "samples from the first run")
         agents.stop(node, signal.SIGTERM)
+        stopped_at = time.time()
         wait_for(lambda: states[-1:] == [NodeState.DEGRADED], "the node reading degraded")
         second = agents.start(node, node.name, sample_hz=10)
+        started_at = time.time()
         wait_for(lambda: seen[second.run_id] >= 10, "samples from the restarted agent")
     assert second.run_id != first.run_id
-    assert runs == [second.run_id]
     assert states[0] is NodeState.ONLINE and states[-1] is NodeState.ONLINE
     assert fleet.status(fleet.nodes([node.name])[0]).cause is None
+    # The time the agent was away is marked: from the old run's last sample to the new run's first.
+    [gap] = [e for e in events if isinstance(e, Gap)]
+    samples = [e.sample for e in events if isinstance(e, SampleIn)]
+    i = events.index(gap)
+    before = [e for e in events[:i] if isinstance(e, SampleIn)][-1].sample
+    after = events[i + 1].sample  # the gap is told just before the sample that ends it
+    assert gap.reason == "the agent restarted" and (gap.start, gap.end) == (before.ts, after.ts)
+    assert gap.start <= stopped_at + 1 and gap.end >= started_at - 1  # it spans the downtime
+    assert after.seq < before.seq and samples.index(after) == samples.index(before) + 1

@@ -40,7 +40,8 @@ from sparksync.core.ssh.errors import (
 )
 from sparksync.core.ssh.hostkeys import PinnedHostKeyPolicy
 from sparksync.core.ssh.pairing import PairRequest, PairResult, pair_node
-from sparksync.core.ssh.transports import Backoff, LinkState, NodeTransports
+from sparksync.core.base.backoff import Backoff
+from sparksync.core.ssh.transports import LinkState, NodeTransports
 from sparksync.core.ssh.tunnel import open_tunnel
 from sparksync.core.ssh.unpair import node_secret_name, unpair_node
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)

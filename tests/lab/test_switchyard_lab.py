@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from sparksync.core.workloads import running
-from sparksync.core.workloads.agents import FleetAgents
+from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.workloads.launch_request import resolve
 from sparksync.core.workloads.orchestrator import Orchestrator
 from sparksync.core.workloads.reach import TunnelReach
@@ -30,7 +30,7 @@ from sparksync.switchyard.on_node import gateway_plan, gateway_recipe, node_conf
 from sparksync.switchyard.server import GatewayThread
 from sparksync.switchyard.workload_pools import WorkloadPools
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
-from tests.engines.tinymodel import SMALL, ModelSpec, train_tokenizer, write_tiny_model
+from tests.engines.tinymodel import SMALL, ModelShape, train_tokenizer, write_tiny_model
 from tests.lab.test_fleet_lab import agent_python, client_key, lab_agents, open_fleet  # noqa: F401
 from tests.lab.test_workloads_lab import HTTP_PORT, SPLIT_MODEL, binaries, no_processes_left  # noqa: F401
 from tests.lab.workload_lab import SharedDir, add_fabric, engine_tunnel
@@ -45,14 +45,14 @@ class TwoModels:
     """The small and the large workload, and the fleet that reaches them."""
 
     fleet: object
-    agents: FleetAgents
+    agents: Fleet
     store: WorkloadStore
     small: WorkloadRecord
     large: WorkloadRecord
     fabric: dict[str, str]  # node name -> fabric address (when asked for)
 
 
-def model_dir(large: ModelSpec) -> SharedDir:
+def model_dir(large: ModelShape) -> SharedDir:
     folder = SharedDir(prefix="sparksync-sy-")
     tokenizer = train_tokenizer()
     for spec in (SMALL, large):
@@ -61,7 +61,7 @@ def model_dir(large: ModelSpec) -> SharedDir:
     return folder
 
 
-def start_model(orchestrator: Orchestrator, bins, folder: SharedDir, spec: ModelSpec, node: str,
+def start_model(orchestrator: Orchestrator, bins, folder: SharedDir, spec: ModelShape, node: str,
                 parallel: int = 1, http_host: str = "127.0.0.1") -> WorkloadRecord:  # fmt: skip
     overrides = {
         "model": str(folder.path / f"{spec.name}.gguf"),
@@ -78,7 +78,7 @@ def start_model(orchestrator: Orchestrator, bins, folder: SharedDir, spec: Model
 
 
 @contextmanager
-def two_models(make_agents, key, bins, large: ModelSpec = SPLIT_MODEL, parallel: int = 1,
+def two_models(make_agents, key, bins, large: ModelShape = SPLIT_MODEL, parallel: int = 1,
                fabric: bool = False, http_host: str = "127.0.0.1") -> Iterator[TwoModels]:  # fmt: skip
     """The small model on the first lab node, ``large`` on the second; both stopped at the end."""
     ssh_lab, agents = make_agents(2)
@@ -87,7 +87,7 @@ def two_models(make_agents, key, bins, large: ModelSpec = SPLIT_MODEL, parallel:
     store = WorkloadStore()
     try:
         with open_fleet(ssh_lab, key) as fleet:
-            nodes_agents = FleetAgents(fleet)
+            nodes_agents = fleet
             orchestrator = Orchestrator(nodes_agents, store)
             names = [node.name for node in ssh_lab.nodes]
             small = start_model(orchestrator, bins, folder, SMALL, names[0], parallel, http_host)
@@ -127,7 +127,7 @@ def test_pools_named_by_workload_route_a_fixed_share_to_each_workload(lab_agents
     with two_models(lab_agents, client_key, binaries) as models:
         # Both workloads come from the same recipe, so each pool names its workload by id.
         config = gateway_config(models.small.workload_id, models.large.workload_id, "1/4", SPLIT_MODEL.name)
-        source = WorkloadPools(config, models.store.list, TunnelReach(models.fleet.transports))
+        source = WorkloadPools(config, models.store.list, TunnelReach(models.fleet))
         with GatewayThread(config, source) as gw:
             replicas = {name: [r.url for r in pool.replicas] for name, pool in gw.gateway.pools.pools.items()}
             assert all(

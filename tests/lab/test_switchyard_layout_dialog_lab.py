@@ -16,7 +16,6 @@ import pytest
 
 from sparksync.core.nodes.registry import Registry
 from sparksync.core.workloads import running
-from sparksync.core.workloads.agents import FleetAgents
 from sparksync.core.workloads.recipe_files import find_recipe, save_recipe
 from sparksync.switchyard.layout import LayoutStarted
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
@@ -55,7 +54,7 @@ def test_the_dialog_checks_and_starts_the_two_node_form_with_its_gateway(
     user_recipe("lab-small", binaries, folder, SMALL)
     try:
         with open_fleet(ssh_lab, client_key) as fleet:
-            nodes_agents = FleetAgents(fleet)
+            nodes_agents = fleet
             dialog = LayoutDialog(lambda: nodes_agents, lambda: [(n.name, n.host) for n in Registry().list()],
                                   config_path=tmp_path / "layout.toml")  # fmt: skip
             qtbot.addWidget(dialog)

@@ -18,7 +18,6 @@ from collections import Counter
 import httpx
 import pytest
 
-from sparksync.core.workloads.agents import FleetAgents
 from sparksync.switchyard.config import load_config
 from sparksync.switchyard.layout import LARGE_RECIPE, SMALL_RECIPE
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
@@ -45,7 +44,7 @@ def test_the_published_layout_starts_in_one_command_with_its_gateway(
     ssh_lab, agents, _ = cluster(lab_agents, 4, fabric=True)
     names = [node.name for node in ssh_lab.nodes]
     with open_fleet(ssh_lab, client_key) as fleet:
-        wait_fabric_reported(FleetAgents(fleet), names)
+        wait_fabric_reported(fleet, names)
     folder = SharedDir(prefix="sparksync-layout-")
     tokenizer = train_tokenizer()
     for spec in (SMALL, SPLIT_MODEL):

@@ -19,7 +19,6 @@ import pytest
 
 from sparksync.core.engines.llamacpp_build import find_binaries
 from sparksync.core.workloads import running
-from sparksync.core.workloads.agents import FleetAgents
 from sparksync.core.workloads.baseline import BaselineStore, key_of
 from sparksync.core.workloads.fabric import Fabric
 from sparksync.core.workloads.launch_request import resolve
@@ -28,7 +27,7 @@ from sparksync.core.workloads.orchestrator import Orchestrator
 from sparksync.core.workloads.training_scaling import scaling
 from sparksync.core.workloads.workload_store import WorkloadStore
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
-from tests.engines.tinymodel import ModelSpec, train_tokenizer, write_tiny_model
+from tests.engines.tinymodel import ModelShape, train_tokenizer, write_tiny_model
 from tests.lab.test_fleet_lab import (  # noqa: F401  (fixtures)
     agent_python,
     cli_env,
@@ -51,7 +50,7 @@ from tests.lab.workload_lab import (
 pytestmark = [pytest.mark.lab, pytest.mark.engine]
 
 # 8 layers, so llama.cpp's layer split gives every rpc-server of a 4-node group some of them.
-SPLIT_MODEL = ModelSpec(
+SPLIT_MODEL = ModelShape(
     "tiny-split", n_embd=64, n_layer=8, n_head=4, n_head_kv=4, n_ff=256, n_ctx=1024, seed=3
 )
 HTTP_PORT = 8080
@@ -117,7 +116,7 @@ def test_single_node_inference_streams_reports_tokens_survives_an_agent_restart_
     node = ssh_lab.nodes[0]
     events = []
     with open_fleet(ssh_lab, client_key) as fleet:
-        nodes_agents = FleetAgents(fleet)
+        nodes_agents = fleet
         # Installed the way `sparksync engine install` does: in ~/.local/bin, not on the agent's PATH.
         local_bin = agents.home(node) / ".local/bin"
         local_bin.mkdir(parents=True, exist_ok=True)
@@ -182,7 +181,7 @@ def test_multi_node_llamacpp_rpc_splits_the_model_and_streams(
     ssh_lab, agents, fabric = cluster(lab_agents, n, fabric=True)
     names = [node.name for node in ssh_lab.nodes]
     with open_fleet(ssh_lab, client_key) as fleet:
-        nodes_agents = FleetAgents(fleet)
+        nodes_agents = fleet
         wait_fabric_reported(nodes_agents, names)
         plan, recipes = resolve("llamacpp-rpc", names, None, llama_overrides(binaries, shared))
         orchestrator = Orchestrator(nodes_agents, WorkloadStore())
@@ -243,7 +242,7 @@ def test_torchrun_gloo_training_on_two_nodes_logs_and_reports_tokens(
         "readiness": {"kind": "log", "pattern": r"step \d+/\d+", "timeout_s": 180},
     }  # fmt: skip
     with open_fleet(ssh_lab, client_key) as fleet:
-        nodes_agents = FleetAgents(fleet)
+        nodes_agents = fleet
         wait_fabric_reported(nodes_agents, names)
         plan, recipes = resolve("torchrun", names, None, overrides)
         orchestrator = Orchestrator(nodes_agents, WorkloadStore())
@@ -298,7 +297,7 @@ def test_a_killed_rank_is_reported_and_the_other_ranks_are_stopped(
     ssh_lab, agents, _ = cluster(lab_agents, 2, fabric=True)
     names = [node.name for node in ssh_lab.nodes]
     with open_fleet(ssh_lab, client_key) as fleet:
-        nodes_agents = FleetAgents(fleet)
+        nodes_agents = fleet
         wait_fabric_reported(nodes_agents, names)
         plan, recipes = resolve("llamacpp-rpc", names, None, llama_overrides(binaries, shared))
         orchestrator = Orchestrator(nodes_agents, WorkloadStore())
@@ -328,7 +327,7 @@ def test_a_rank_that_cannot_start_stops_the_started_ones_and_says_why(
     ssh_lab, agents, _ = cluster(lab_agents, 2, fabric=True)
     names = [node.name for node in ssh_lab.nodes]
     with open_fleet(ssh_lab, client_key) as fleet:
-        wait_fabric_reported(FleetAgents(fleet), names)
+        wait_fabric_reported(fleet, names)
     blocker = ssh_lab.lab.popen(ssh_lab.nodes[0], ["python3", "-c", BLOCK_PORT.format(port=HTTP_PORT)],
                                 stdout=-1, text=True)  # fmt: skip
     try:

@@ -1,7 +1,7 @@
 """The Workloads panel for real: a user recipe picked, a lab node ticked, llama.cpp started, its log read, stopped.
 
 One paired lab node runs a real agent (``lab_agents``); the panel reaches
-it through the fleet's SSH tunnel (``FleetAgents``), exactly as the app
+it through the fleet's SSH tunnel (``Fleet.call``), exactly as the app
 does, and starts the cached llama.cpp build on a tiny model through the
 orchestrator. The recipe is a user recipe file, as a user would save one.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from sparksync.core.workloads.agents import FleetAgents
 from sparksync.core.workloads.recipe_files import find_recipe, save_recipe
 from sparksync.core.workloads.workload_control import WorkloadControl
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
@@ -54,7 +53,7 @@ def test_the_panel_starts_a_real_llamacpp_workload_shows_its_log_and_stops_it(
     node = ssh_lab.nodes[0]
     save_recipe(lab_recipe(binaries, shared))
     with open_fleet(ssh_lab, client_key) as fleet:
-        panel = WorkloadsPanel(WorkloadControl(lambda: FleetAgents(fleet)), refresh_ms=500)
+        panel = WorkloadsPanel(WorkloadControl(lambda: fleet), refresh_ms=500)
         qtbot.addWidget(panel)
         try:
             with qtbot.waitSignal(panel.recipes_loaded, timeout=WAIT_MS):

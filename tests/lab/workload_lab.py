@@ -23,7 +23,6 @@ from typing_extensions import Self
 
 from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.ssh.tunnel import Tunnel
-from sparksync.core.workloads.agents import FleetAgents
 from sparksync_agent.supervisor.keeper import SPARE_NAME
 
 from .netlab import Lab, LabNode, ip
@@ -61,7 +60,7 @@ def add_fabric(lab: Lab, nodes: list[LabNode]) -> dict[str, str]:
     return addresses
 
 
-def wait_fabric_reported(agents: FleetAgents, names: list[str]) -> None:
+def wait_fabric_reported(agents: Fleet, names: list[str]) -> None:
     """Until every agent's latest sample shows the fabric link up with its address."""
 
     def reported(name: str) -> bool:

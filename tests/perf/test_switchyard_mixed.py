@@ -58,7 +58,7 @@ async def play(url: str, requests: int) -> tuple[int, float]:
 
 def throughput(models, share: str, requests: int) -> float:
     config = gateway_config(models.small.workload_id, models.large.workload_id, share, LARGE.name)
-    source = WorkloadPools(config, models.store.list, TunnelReach(models.fleet.transports))
+    source = WorkloadPools(config, models.store.list, TunnelReach(models.fleet))
     with GatewayThread(config, source) as gw:
         tokens, seconds = asyncio.run(play(gw.url, requests))
     return tokens / seconds

@@ -26,7 +26,6 @@ import pytest
 
 from sparksync.core.ssh.connection import run
 from sparksync.core.workloads import running
-from sparksync.core.workloads.agents import FleetAgents
 from sparksync.core.workloads.launch_request import resolve
 from sparksync.core.workloads.orchestrator import Orchestrator
 from sparksync.core.workloads.workload_store import WorkloadStore
@@ -93,7 +92,7 @@ def test_launch_latency_of_a_four_node_rpc_workload_beside_a_hand_made_start(
     names = [node.name for node in ssh_lab.nodes]
     ours, hand, in_agent = [], [], []
     with open_fleet(ssh_lab, client_key) as fleet, engine_tunnel(fleet, names[0], HTTP_PORT) as tunnel:
-        agents = FleetAgents(fleet)
+        agents = fleet
         wait_fabric_reported(agents, names)
         url = f"http://127.0.0.1:{tunnel.local_port}"
         plan, recipes = resolve("llamacpp-rpc", names, None, llama_overrides(binaries, shared))
@@ -154,7 +153,7 @@ def test_supervision_costs_under_one_percent_of_the_engines_cpu(
     [agent_pid] = agents_proc.pids[node.name]
     agent = psutil.Process(agent_pid)
     with open_fleet(ssh_lab, client_key) as fleet:
-        agents = FleetAgents(fleet)
+        agents = fleet
         idle_before = sum(agent.cpu_times()[:2])
         time.sleep(WINDOW_S)
         idle_cpu = sum(agent.cpu_times()[:2]) - idle_before

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeAlias, TypeVar, Union
 
 import httpx
 from httpx_sse import SSEError, connect_sse
@@ -21,7 +21,8 @@ from pydantic import BaseModel
 from sparksync import __version__
 from sparksync.core.agents.answers import check_answer, parse_answer, unreachable
 from sparksync.core.base.errors import ProtocolMismatchError
-from sparksync.core.agents.stream import Backoff, TelemetryStream
+from sparksync.core.agents.stream import TelemetryStream
+from sparksync.core.base.backoff import Backoff
 from sparksync_agent.protocol import (
     PROTOCOL_VERSION,
     AgentStatus,
@@ -58,7 +59,7 @@ class LogGap:
 
 
 # A log stream yields lines, gaps, and finally the process's status once it has ended.
-LogItem = LogLine | LogGap | RankStatus
+LogItem: TypeAlias = Union[LogLine, LogGap, RankStatus]
 
 
 class AgentClient:

@@ -5,6 +5,10 @@ port as a child process in its own process group (so a Ctrl-C in the
 terminal does not hit it, and stop() can signal the whole group), or attaches
 to one that already runs for the same state directory. It only ever stops an
 agent it started itself.
+
+The agent it starts has this computer's engine folders on its PATH (the
+llama.cpp builds in the engine cache, ``engines.llamacpp_build.bin_dirs``),
+so a recipe names ``llama-server`` as it would on a node.
 """
 
 from __future__ import annotations
@@ -92,6 +96,16 @@ class LocalAgent:
         live = read_endpoint(self.state_dir)
         return self._endpoint is not None and live is not None and live.pid == self._endpoint.pid
 
+    def exited(self, within: float) -> bool:
+        """Whether the agent we started has exited (waiting up to ``within`` s for it to finish dying)."""
+        if self._proc is None:
+            return False
+        try:
+            self._proc.wait(timeout=within)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
     def client(self, timeout: float = 5.0) -> AgentClient:
         """A client for this agent; the caller closes it."""
         return AgentClient(self.base_url, self._require_token(), timeout=timeout)
@@ -176,8 +190,9 @@ class LocalAgent:
         ]  # fmt: skip
         with open(self.log_path, "ab") as log_file:
             self._proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True
-            )
+                cmd, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True,
+                env=agent_environment(),
+            )  # fmt: skip
         log.info("started the local agent pid %d (state %s, log %s)", self._proc.pid, self.state_dir, self.log_path)
 
     def _wait_ready(self, cancel: threading.Event) -> None:
@@ -236,6 +251,16 @@ class LocalAgent:
                 "Stop the local agent and start SparkSync again so it makes a new one."
             )
         return token
+
+
+def agent_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The local agent's environment: ours, with this computer's engine folders added to PATH."""
+    from sparksync.core.engines.llamacpp_build import bin_dirs
+
+    env = dict(os.environ if environ is None else environ)
+    path = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p]
+    env["PATH"] = os.pathsep.join([*path, *(str(d) for d in bin_dirs() if str(d) not in path)])
+    return env
 
 
 def read_endpoint(state_dir: Path) -> Endpoint | None:

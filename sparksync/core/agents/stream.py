@@ -26,6 +26,7 @@ import httpx
 from httpx_sse import EventSource, SSEError, connect_sse
 from pydantic import BaseModel, ValidationError
 
+from sparksync.core.base.backoff import Backoff
 from sparksync.core.agents.answers import check_answer, error_code, unreachable, unreadable
 from sparksync.core.base.errors import (
     AgentRequestError,
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 STREAM_PATH = "/v1/telemetry/stream"
+STREAM_BACKOFF = Backoff(first_s=0.25, factor=2.0, max_s=5.0)
 
 
 @dataclass(frozen=True)
@@ -72,21 +74,6 @@ class Disconnected:
 StreamItem = Union[Sample, Connected, Lost, Restarted, Disconnected]
 
 
-@dataclass(frozen=True)
-class Backoff:
-    """Reconnect delays: ``first``, then times ``factor``, capped at ``maximum``."""
-
-    first: float = 0.25
-    factor: float = 2.0
-    maximum: float = 5.0
-
-    def delays(self) -> Iterator[float]:
-        delay = self.first
-        while True:
-            yield delay
-            delay = min(delay * self.factor, self.maximum)
-
-
 class _LostNotice(BaseModel):
     lost: int
     since: int
@@ -113,7 +100,7 @@ class TelemetryStream:
         self._client = client
         self._since = since
         self._run_id = run_id
-        self._backoff = backoff or Backoff()
+        self._backoff = backoff or STREAM_BACKOFF
         self._on_close = on_close
         self._stopped = threading.Event()
         self._lock = threading.Lock()

@@ -10,3 +10,52 @@
 - ``feed``: deploy progress of every node for the faces to show;
 - ``uninstall``: stop the agent and remove every path of the layout (unpair --uninstall).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparksync.core.base.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from sparksync.core.deploy.errors import DeployCancelled, DeployError
+    from sparksync.core.deploy.feed import DeployFeed, summary_text
+    from sparksync.core.deploy.many import deploy_many, summary_table
+    from sparksync.core.deploy.model import DeployOptions, DeployResult, Outcome, ProgressEvent, Stage
+    from sparksync.core.deploy.service import MODES
+    from sparksync.core.deploy.layout import LAYOUT, RemoteLayout
+
+# name -> the module that holds it
+_WHERE = {
+    "DeployCancelled": "errors",
+    "DeployError": "errors",
+    "DeployFeed": "feed",
+    "summary_text": "feed",
+    "deploy_many": "many",
+    "summary_table": "many",
+    "DeployOptions": "model",
+    "DeployResult": "model",
+    "Outcome": "model",
+    "ProgressEvent": "model",
+    "Stage": "model",
+    "MODES": "service",
+    "LAYOUT": "layout",
+    "RemoteLayout": "layout",
+}
+__all__ = [
+    "DeployCancelled",
+    "DeployError",
+    "DeployFeed",
+    "DeployOptions",
+    "DeployResult",
+    "LAYOUT",
+    "MODES",
+    "Outcome",
+    "ProgressEvent",
+    "RemoteLayout",
+    "Stage",
+    "deploy_many",
+    "summary_table",
+    "summary_text",
+]
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -27,8 +27,10 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -47,6 +49,8 @@ CACHE_ENV = "SPARKSYNC_ENGINE_CACHE"
 SYSTEM_CACHE = Path("/var/cache/sparksync")
 FLAVOURS = ("cpu", "cuda")
 NVIDIA_DRIVER_MARKER = Path("/proc/driver/nvidia/version")
+STEP_MARK = "SPARKSYNC-STEP"  # a line that starts a step: "SPARKSYNC-STEP compile", as the node script prints
+LineCallback = Callable[[str], None]
 
 # The two UI flags keep the build offline: otherwise CMake downloads the web UI.
 # Static libraries make the two binaries self-contained, so only they are cached.
@@ -109,6 +113,15 @@ def install_dir(flavour: str | None = None, arch: str | None = None) -> Path:
     return cache_root() / build_key(flavour or default_flavour(), arch)
 
 
+def bin_dirs() -> list[Path]:
+    """Where this computer's builds keep their binaries, every flavour (a directory may not exist yet).
+
+    The local agent has them on its PATH, so an engine built here (``sparksync
+    engine install llama.cpp --node local``) is found by name, as on a node.
+    """
+    return [install_dir(flavour) / "bin" for flavour in FLAVOURS]
+
+
 def find_binaries(flavour: str | None = None, arch: str | None = None) -> LlamaCppBinaries | None:
     """The cached build for this flavour and arch, or None when there is none yet."""
     flavour = flavour or default_flavour()
@@ -125,8 +138,13 @@ def ensure_built(
     jobs: int = 2,
     sdist: Path | None = None,
     log_file: Path | None = None,
+    on_line: LineCallback | None = None,
 ) -> LlamaCppBinaries:
-    """Return the cached build, building it first when missing (minutes)."""
+    """Return the cached build, building it first when missing (minutes).
+
+    ``on_line`` gets every line the tools print (pip, cmake, the compiler), for a
+    progress bar; the lines still go to ``log_file`` when one is given.
+    """
     flavour = _check_flavour(flavour or default_flavour())
     found = find_binaries(flavour)
     if found:
@@ -139,7 +157,7 @@ def ensure_built(
         if found:
             return found
         _remove_stale_staging(root, build_key(flavour))
-        return _build_into_cache(flavour, jobs, sdist, log_file)
+        return _build_into_cache(flavour, jobs, sdist, log_file, on_line)
 
 
 def _remove_stale_staging(root: Path, key: str) -> None:
@@ -150,13 +168,15 @@ def _remove_stale_staging(root: Path, key: str) -> None:
             shutil.rmtree(stale, ignore_errors=True)
 
 
-def _build_into_cache(flavour: str, jobs: int, sdist: Path | None, log_file: Path | None) -> LlamaCppBinaries:
+def _build_into_cache(
+    flavour: str, jobs: int, sdist: Path | None, log_file: Path | None, on_line: LineCallback | None = None
+) -> LlamaCppBinaries:
     final = install_dir(flavour)
     # The temp dir is a sibling of the final one so the last step is a same-filesystem rename.
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     started = time.monotonic()
     try:
-        _build_in(staging, flavour, jobs, sdist, log_file)
+        _build_in(staging, flavour, jobs, sdist, _Output(log_file, on_line))
         _check_version(_binaries_in(staging, flavour).llama_server)
         shutil.rmtree(final, ignore_errors=True)  # a half-removed old build, never a good one
         staging.chmod(0o755)  # mkdtemp makes it 0700; other users on a node run these binaries too
@@ -168,14 +188,18 @@ def _build_into_cache(flavour: str, jobs: int, sdist: Path | None, log_file: Pat
     return _binaries_in(final, flavour)
 
 
-def _build_in(staging: Path, flavour: str, jobs: int, sdist: Path | None, log_file: Path | None) -> None:
+def _build_in(staging: Path, flavour: str, jobs: int, sdist: Path | None, out: _Output) -> None:
     work = staging / "work"
     work.mkdir()
-    source = _unpack(sdist or _download_sdist(work, log_file), work)
+    out.step("download")
+    source = _unpack(sdist or _download_sdist(work, out), work)
     build = work / "build"
-    _run(_configure_command(source, build, flavour), log_file, "configuring llama.cpp (cmake)")
-    _run(["cmake", "--build", str(build), "--target", *CMAKE_TARGETS.values(), "-j", str(jobs)], log_file,
+    out.step("configure")
+    _run(_configure_command(source, build, flavour), out, "configuring llama.cpp (cmake)")
+    out.step("compile")
+    _run(["cmake", "--build", str(build), "--target", *CMAKE_TARGETS.values(), "-j", str(jobs)], out,
          "compiling llama.cpp")
+    out.step("install")
     bin_dir = staging / "bin"
     bin_dir.mkdir()
     for name, target in CMAKE_TARGETS.items():
@@ -196,11 +220,11 @@ def _configure_command(source: Path, build: Path, flavour: str) -> list[str]:
     return cmd
 
 
-def _download_sdist(work: Path, log_file: Path | None) -> Path:
+def _download_sdist(work: Path, out: _Output) -> Path:
     """Fetch the pinned sdist with pip (the one registry download the build needs)."""
     dest = work / "sdist"
     _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-          f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", "-d", str(dest)], log_file,
+          f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}", "-d", str(dest)], out,
          "downloading the llama-cpp-python sdist (pip)")
     tarballs = sorted(dest.glob("llama_cpp_python-*.tar.gz"))
     if not tarballs:
@@ -239,16 +263,54 @@ def _check_version(llama_server: Path) -> None:
                                f"{tail}; the cache was left untouched")
 
 
-def _run(cmd: list[str], log_file: Path | None, what: str) -> None:
+class _Output:
+    """Where the tools' output goes: the terminal, a log file, and a line callback."""
+
+    def __init__(self, log_file: Path | None = None, on_line: LineCallback | None = None):
+        self.log_file, self.on_line = log_file, on_line
+
+    def step(self, name: str) -> None:
+        if self.on_line is not None:
+            self.on_line(f"{STEP_MARK} {name}")
+
+    def where(self) -> str:
+        return f"see {self.log_file}" if self.log_file else "see the output above"
+
+
+def _run(cmd: list[str], out: _Output | None, what: str) -> None:
     log.info("running %s", " ".join(cmd))
-    if log_file is None:
-        result = subprocess.run(cmd)
+    out = out or _Output()
+    if out.on_line is None:
+        if out.log_file is None:
+            result = subprocess.run(cmd)
+        else:
+            with open(out.log_file, "ab") as handle:
+                result = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT)
+        code = result.returncode
     else:
-        with open(log_file, "ab") as out:
-            result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
-    if result.returncode != 0:
-        where = f"see {log_file}" if log_file else "see the output above"
-        raise EngineBuildError(f"{what} failed with exit status {result.returncode}; {where}")
+        code = _run_lines(cmd, out)
+    if code != 0:
+        raise EngineBuildError(f"{what} failed with exit status {code}; {out.where()}")
+
+
+def _run_lines(cmd: list[str], out: _Output) -> int:
+    """Run ``cmd`` and hand each output line to ``out.on_line`` (and to the log file)."""
+    log_handle = open(out.log_file, "ab") if out.log_file is not None else None
+    try:
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL) as proc:
+            assert proc.stdout is not None and out.on_line is not None
+            try:
+                for raw in proc.stdout:
+                    if log_handle is not None:
+                        log_handle.write(raw)
+                    out.on_line(raw.decode(errors="replace").rstrip("\r\n"))
+            except BaseException:  # the callback cancelled (or Ctrl-C): the tool must not run on
+                proc.kill()
+                raise
+            return proc.wait()
+    finally:
+        if log_handle is not None:
+            log_handle.close()
 
 
 def _binaries_in(root: Path, flavour: str) -> LlamaCppBinaries:

@@ -7,8 +7,13 @@ writes into a ``Cause`` so scripts and the GUI need not parse text.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.state import Cause, NodeState
+
+if TYPE_CHECKING:
+    from sparksync_agent.protocol import AgentStatus
 
 OFFLINE_EXIT = 11
 DEGRADED_EXIT = 16
@@ -53,3 +58,16 @@ def offline_cause(reason: str) -> Cause:
         if phrase in lowered:
             return cause
     return Cause.UNREACHABLE
+
+
+def collector_problem(name: str, agent: AgentStatus) -> NodeProblem | None:
+    """Degraded when the agent disabled collectors after errors (its other telemetry still flows)."""
+    disabled = [c for c in agent.collectors if not c.enabled]
+    if not disabled:
+        return None
+    which = "; ".join(f"{c.name} ({c.reason or 'no reason given'})" for c in disabled)
+    return degraded(
+        Cause.COLLECTORS_DISABLED,
+        f"The agent on {name!r} disabled collectors after errors: {which}. "
+        "Its other telemetry still flows; restart the agent once the cause is fixed.",
+    )

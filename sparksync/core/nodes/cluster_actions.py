@@ -14,15 +14,15 @@ a fake with the same methods. Each has a CLI twin:
     custom_apps / add_app / remove_app  sparksync app list | add | remove
     keyring_status                  sparksync settings show
 
-One ``Fleet`` (one SSH transport per node) serves all of it: the live node
-states, the telemetry of paired nodes (``SshNode`` handles on
-``shared_fleet``), deploys, custom apps' tunnels and "connect all". It opens
-on first use and is held until ``close()``: it lives as long as the app.
+One ``Fleet`` serves all of it for the app's whole life: the way to every
+node's agent (this computer's local one too), the live node states, the
+telemetry, workloads, deploys, custom apps' tunnels and "connect all"
+(one SSH transport per node). It is made on first use, in a worker, and
+closed by ``close()`` once the app's telemetry has ended.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from pathlib import Path
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from sparksync.core.apps.custom_apps import AppSession, AppSessions, CustomApp, CustomApps
     from sparksync.core.deploy.model import DeployOptions, DeployResult
     from sparksync.core.fleet.fleet import Fleet
-    from sparksync.core.fleet.remote_node import SharedFleet
     from sparksync.core.nodes.actions import RenameResult
     from sparksync.core.nodes.registry import PairedNode, Registry
     from sparksync.core.ssh.secrets import KeyringStatus
@@ -57,8 +56,8 @@ class ClusterActions:
         registry_path: Path | None = None,
         apps_path: Path | None = None,
         *,
-        shared_fleet: SharedFleet | None = None,
         client_key: ClientKey | None = None,
+        sample_hz: float = 1.0,
         dialer: Dialer | None = None,
         ssh_settings: SshSettings | None = None,
         deploy_options: DeployOptions | None = None,
@@ -73,8 +72,7 @@ class ClusterActions:
         self._dialer = dialer  # None: plain TCP; the lab hands one that dials into its namespaces
         self._ssh_settings = ssh_settings
         self.deploy_options = deploy_options
-        self._shared = shared_fleet
-        self._held: contextlib.ExitStack | None = None  # keeps the fleet open until close()
+        self.sample_hz = sample_hz  # this computer's agent samples at this rate
         self._fleet: Fleet | None = None
         self._closed = False
         self.deploy_feed = DeployFeed()  # per-node progress of every deploy started here
@@ -104,26 +102,19 @@ class ClusterActions:
                 self._sessions_ = AppSessions(self.transports)
             return self._sessions_
 
-    @property
-    def shared_fleet(self) -> SharedFleet:
-        """The fleet that paired nodes' ``SshNode`` handles share with these actions."""
-        with self._lock:
-            if self._shared is None:
-                from sparksync.core.fleet.remote_node import SharedFleet
-
-                self._shared = SharedFleet(self._new_fleet)
-            return self._shared
-
     def fleet(self) -> Fleet:
-        """The live fleet (opened on first call, in a worker: it reads the keyring); held until close()."""
-        shared = self.shared_fleet
+        """The one fleet of the app (made on first call; call it in a worker); closed by close()."""
         with self._lock:
             if self._closed:
                 raise SparkSyncError("The app is closing; the nodes are no longer reached.")
             if self._fleet is None:
-                held = contextlib.ExitStack()
-                self._fleet = held.enter_context(shared.use())
-                self._held = held
+                from sparksync.core.fleet.fleet import Fleet
+
+                # The key is read from the keyring only once a paired node is reached.
+                self._fleet = Fleet(
+                    self._client_key, self.registry, dialer=self._dialer, settings=self._ssh_settings,
+                    sample_hz=self.sample_hz,
+                )  # fmt: skip
             return self._fleet
 
     def pair_function(self, request, *, password, confirm, progress):
@@ -204,7 +195,7 @@ class ClusterActions:
             fleet = self._fleet
         if fleet is not None:
             for node in self.paired():
-                fleet.transports.drop(node.name)
+                fleet.drop(node.name)
 
     # --- per node ---------------------------------------------------------------------------
 
@@ -244,9 +235,9 @@ class ClusterActions:
             self._sessions.close_all()
         with self._lock:
             self._closed = True
-            held, self._held, self._fleet = self._held, None, None
-        if held is not None:
-            held.close()  # the fleet closes once the telemetry workers have let go of it too
+            fleet, self._fleet = self._fleet, None
+        if fleet is not None:
+            fleet.close()  # the app closes it once its telemetry has ended
 
     # --- internals --------------------------------------------------------------------------
 
@@ -258,11 +249,6 @@ class ClusterActions:
             self._key = ClientKey.load_or_create(SecretStore())
         return self._key
 
-    def _new_fleet(self) -> Fleet:
-        from sparksync.core.fleet.fleet import Fleet
-
-        return Fleet(self._client_key(), self.registry, dialer=self._dialer, settings=self._ssh_settings)
-
     def _drop(self, name: str) -> None:
         sessions = self._sessions_.open_sessions() if self._sessions_ is not None else []
         for session in sessions:
@@ -271,4 +257,4 @@ class ClusterActions:
         with self._lock:
             fleet = self._fleet
         if fleet is not None:
-            fleet.transports.drop(name)
+            fleet.drop(name)

@@ -32,15 +32,13 @@ from typing import TYPE_CHECKING
 
 from sparksync_agent import state as agent_state
 
+from sparksync.core.agents.this_computer import LOCAL_NODE_NAME, is_local
 from sparksync.core.base import paths
 
 if TYPE_CHECKING:
     from sparksync.core.nodes.registry import PairedNode, Registry
 
 log = logging.getLogger(__name__)
-
-LOCAL_NODE_NAME = "this computer"
-LOCAL_ALIAS = "local"  # what the CLI accepts for this computer, beside its name
 
 # Ids go into keyring entry names, SQL values and file contents: plain characters only.
 NODE_ID_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{3,63}$")
@@ -126,7 +124,7 @@ class NodeNames:
         ids = self.ids
         if name in ids:
             return ids[name]
-        if name == LOCAL_ALIAS:
+        if is_local(name):
             return ids.get(LOCAL_NODE_NAME)
         return self.former.get(name)
 

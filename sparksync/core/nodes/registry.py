@@ -39,6 +39,7 @@ import paramiko
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sparksync_agent.atomic import write_atomic
 
+from sparksync.core.agents.this_computer import is_local
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.base.file_lock import exclusive_lock
 from sparksync.core.base.paths import config_dir, ensure_dir
@@ -440,6 +441,10 @@ def check_node_name(name: str) -> str:
         raise InvalidNodeNameError(
             f"{name!r} cannot be a node name: use 1 to 63 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit (it becomes an SSH host alias)."
+        )
+    if is_local(name):
+        raise InvalidNodeNameError(
+            f"{name!r} cannot be a node name: it means this computer (`--nodes local`); pick another name."
         )
     return name
 

@@ -10,3 +10,77 @@
 - ``secrets``: the only caller of keyring;
 - ``config_export``: an OpenSSH config and known_hosts from the pinned keys.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sparksync.core.base.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from sparksync.core.ssh.client_key import KEY_FILE, ClientKey, ClientKeyError
+    from sparksync.core.ssh.config_export import export_ssh_config
+    from sparksync.core.ssh.connection import Dialer, SshSettings
+    from sparksync.core.ssh.errors import (
+        HostKeyChangedError,
+        HostKeyNotAcceptedError,
+        NodeOfflineError,
+        PairingError,
+        SshError,
+    )
+    from sparksync.core.ssh.pairing import PairRequest, PairResult, pair_node
+    from sparksync.core.ssh.secrets import KeyringStatus, SecretStore
+    from sparksync.core.ssh.transports import LinkState, NodeTransports
+    from sparksync.core.ssh.tunnel import Tunnel, open_tunnel
+    from sparksync.core.ssh.unpair import UnpairResult, unpair_node
+
+# name -> the module that holds it
+_WHERE = {
+    "KEY_FILE": "client_key",
+    "ClientKey": "client_key",
+    "ClientKeyError": "client_key",
+    "export_ssh_config": "config_export",
+    "SshSettings": "connection",
+    "Dialer": "connection",
+    "SshError": "errors",
+    "HostKeyChangedError": "errors",
+    "HostKeyNotAcceptedError": "errors",
+    "NodeOfflineError": "errors",
+    "PairingError": "errors",
+    "PairRequest": "pairing",
+    "PairResult": "pairing",
+    "pair_node": "pairing",
+    "KeyringStatus": "secrets",
+    "SecretStore": "secrets",
+    "LinkState": "transports",
+    "NodeTransports": "transports",
+    "Tunnel": "tunnel",
+    "open_tunnel": "tunnel",
+    "UnpairResult": "unpair",
+    "unpair_node": "unpair",
+}
+__all__ = [
+    "ClientKey",
+    "ClientKeyError",
+    "Dialer",
+    "HostKeyChangedError",
+    "HostKeyNotAcceptedError",
+    "KEY_FILE",
+    "KeyringStatus",
+    "LinkState",
+    "NodeOfflineError",
+    "NodeTransports",
+    "PairRequest",
+    "PairResult",
+    "PairingError",
+    "SecretStore",
+    "SshError",
+    "SshSettings",
+    "Tunnel",
+    "UnpairResult",
+    "export_ssh_config",
+    "open_tunnel",
+    "pair_node",
+    "unpair_node",
+]
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import random
 import socket
 import threading
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass, replace
 import paramiko
 
 from sparksync.core.ssh.client_key import ClientKey
+from sparksync.core.base.backoff import Backoff
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.nodes.registry import PairedNode, Registry
 from sparksync.core.ssh.connection import Dialer, Endpoint, SshSettings, connect_with_key, default_dialer
@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_GET_TIMEOUT_S = 30.0
 _WATCH_POLL_S = 1.0
-_CANCEL_POLL_S = 0.1  # how often a watcher re-checks for close(); a dying transport wakes it at once
+_CANCEL_POLL_S = 0.1
+SSH_BACKOFF = Backoff(first_s=0.5, factor=2.0, max_s=30.0, jitter=0.5)  # how often a watcher re-checks for close(); a dying transport wakes it at once
 
 
 class LinkState(str, enum.Enum):
@@ -58,20 +59,6 @@ class LinkStatus:
     since: float  # time.time() of the last state change
     failures: int  # failed attempts since the link was last up
     connects: int  # successful connections so far
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Delay before retry n: ``first_s * factor**n`` capped at ``max_s``, minus up to ``jitter`` of it."""
-
-    first_s: float = 0.5
-    factor: float = 2.0
-    max_s: float = 30.0
-    jitter: float = 0.5
-
-    def delay(self, attempt: int, rng: random.Random | None = None) -> float:
-        base = min(self.max_s, self.first_s * self.factor ** min(attempt, 64))
-        return base * (1.0 - self.jitter * (rng or random).random())
 
 
 StatusCallback = Callable[[LinkStatus], None]
@@ -94,7 +81,7 @@ class NodeTransports:
         self.registry = registry if registry is not None else Registry()
         self.dialer = dialer or default_dialer
         self.settings = settings or SshSettings()
-        self.backoff = backoff or Backoff()
+        self.backoff = backoff or SSH_BACKOFF
         self.on_status = on_status
         self._links: dict[str, _Link] = {}
         self._lock = threading.Lock()

@@ -2,7 +2,9 @@
 
 Computed from what the app already holds: the node rows (paired nodes and
 their live states) and the dashboard's latest figures. A node counts as
-online when the fleet says so or when its telemetry arrived recently.
+online when the fleet says so or when its telemetry arrived recently. Nodes
+``apart`` from the cluster (this computer, once Sparks are paired) are not
+counted: with one Spark paired the tray reads "1/1 online", not "2/2".
 """
 
 from __future__ import annotations
@@ -55,11 +57,15 @@ def summarize(
     used_bytes: float | None,
     tokens_per_s: float | None,
     now: float | None = None,
+    *,
+    apart: Iterable[str] = (),
 ) -> ClusterSummary:
     """``last_sample``: node name -> Unix time of its latest telemetry sample (dashboard nodes)."""
     now = time.time() if now is None else now
-    states = {r.name: r.state for r in rows if r.paired}
-    names = set(states) | set(last_sample)
+    beside = set(apart)
+    states = {r.name: r.state for r in rows if r.paired and r.name not in beside}
+    names = set(states) | (set(last_sample) - beside)
+    last_sample = {n: t for n, t in last_sample.items() if n not in beside}
     fresh = {n for n, t in last_sample.items() if now - t <= FRESH_S}
     online = {n for n in names if states.get(n) is NodeState.ONLINE or n in fresh}
     degraded = sum(1 for s in states.values() if s is NodeState.DEGRADED)

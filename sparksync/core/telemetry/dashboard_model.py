@@ -10,7 +10,13 @@ A window query takes the raw rows it covers and, before the oldest raw row,
 the coarse ones, so a 1-hour view or a freshly reopened app still shows the
 whole window. The pseudo-node ``CLUSTER`` holds the cluster's memory used
 and capacity (the sums over the nodes' latest samples: the capacity is
-computed from MemTotal, never assumed) and the workloads' tokens/s.
+computed from MemTotal, never assumed) and the workloads' tokens/s: each
+workload's from its ranks' figures in the samples (or a benchmark's), and
+their total. Nodes set ``apart`` (this computer, once Sparks are paired)
+are plotted beside the cluster but left out of its sums.
+
+A ``Gap`` (the agent restarted, or samples were lost) is kept for the view
+to mark on the timeline, and breaks the node's lines there.
 
 The model is fed from the GUI thread (or any single thread) and does no I/O:
 finished one-second rows go to ``row_listeners``, e.g. the history recorder's
@@ -20,7 +26,7 @@ queue.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,7 +52,18 @@ COARSE_CAPACITY = int(COARSE_SPAN_S * 1.1)
 CLUSTER_STEP_S = 0.1  # cluster rows at 10 Hz at most, however many nodes report
 STALE_S = 10.0  # a node silent this long no longer counts in the cluster's sums
 
+MAX_GAPS = 200  # the newest gaps kept for the timeline
 RowListener = Callable[[str, SecondRow], None]
+
+
+@dataclass(frozen=True)
+class Gap:
+    """No samples from ``node`` between ``start`` and ``end`` (Unix times), and why."""
+
+    node: str
+    start: float
+    end: float
+    reason: str
 
 
 @dataclass
@@ -141,7 +158,11 @@ class DashboardModel:
         self._raw_capacity = raw_capacity
         self._coarse_capacity = coarse_capacity
         self._series: dict[str, NodeSeries] = {}
-        self._workloads: dict[str, tuple[float, float]] = {}  # name -> (ts, tok/s)
+        self._workloads: dict[str, tuple[float, float]] = {}  # name -> (ts, tok/s): benchmarks
+        self._running: dict[tuple[str, str], tuple[float, float]] = {}  # (node, workload) -> (ts, tok/s)
+        self._apart: frozenset[str] = frozenset()
+        self.gaps: list[Gap] = []  # the newest MAX_GAPS
+        self.gaps_marked = 0  # every gap ever marked, so a view knows which ones it has not drawn
         self.version = 0  # bumps on every new row: a redraw can skip when nothing moved
         self.layout_version = 0  # bumps when a node or a series appears: the view adds curves
         self.latest_ts = -math.inf
@@ -176,6 +197,19 @@ class DashboardModel:
     def used_bytes(self) -> float | None:
         return self.latest(CLUSTER, MEMORY_USED)
 
+    @property
+    def apart(self) -> frozenset[str]:
+        """The nodes shown beside the cluster, not summed into it."""
+        return self._apart
+
+    def set_apart(self, nodes: Iterable[str]) -> None:
+        """Show ``nodes`` beside the cluster (their samples stay, its sums leave them out)."""
+        apart = frozenset(nodes)
+        if apart != self._apart:
+            self._apart = apart
+            if self.latest_ts > -math.inf:
+                self._update_cluster(self.latest_ts + 1e-6, every_time=True)
+
     # --- feeding ------------------------------------------------------------
 
     def add_node(self, node: str) -> NodeSeries:
@@ -195,9 +229,29 @@ class DashboardModel:
             return False
         values = sample_values(sample)
         self._append(node, series, sample.ts, values)
-        if MEMORY_USED in values:
+        rates = _workload_rates(sample)
+        for workload in [w for n, w in self._running if n == node and w not in rates]:
+            del self._running[(node, workload)]  # it ended on this node
+        for workload, rate in rates.items():
+            self._running[(node, workload)] = (sample.ts, rate)
+        if rates:
+            self._update_cluster(sample.ts, every_time=True)
+        elif MEMORY_USED in values:
             self._update_cluster(sample.ts)
         return True
+
+    def mark_gap(self, node: str, start: float, end: float, reason: str) -> Gap:
+        """Note that ``node`` sent nothing from ``start`` to ``end``; its lines break there."""
+        gap = Gap(node, start, end, reason)
+        self.gaps = [*self.gaps, gap][-MAX_GAPS:]
+        self.gaps_marked += 1
+        series = self._series.get(node)
+        if series is not None and series.last_t < end:
+            # A row of nothing between the last sample before and the first after: the line breaks.
+            series.raw.append({"t": max(series.last_t, start) + min(1e-3, (end - start) / 2)})
+        self.layout_version += 1
+        self.version += 1
+        return gap
 
     def add_tokens(self, workload: str, ts: float, tokens_per_s: float) -> None:
         """A workload's tokens/s at ``ts`` (the workloads code calls this); summed into tok.total."""
@@ -246,14 +300,31 @@ class DashboardModel:
             self._append(CLUSTER, cluster, ts, values)
 
     def _cluster_values(self, ts: float) -> dict[str, float]:
-        fresh = [s.latest for n, s in self._series.items() if n != CLUSTER and s.latest_ts >= ts - STALE_S]
+        members = [s for n, s in self._series.items() if n != CLUSTER and n not in self._apart]
+        fresh = [s.latest for s in members if s.latest_ts >= ts - STALE_S]
         values: dict[str, float] = {}
         for name in (MEMORY_USED, MEMORY_TOTAL):
             figures = [latest[name] for latest in fresh if name in latest]
             if figures:
                 values[name] = float(sum(figures))
         tokens = {tokens_series(w): v for w, (t, v) in self._workloads.items() if t >= ts - STALE_S}
+        counted = dict(tokens)
+        for (node, workload), (t, rate) in self._running.items():
+            if t >= ts - STALE_S:
+                key = tokens_series(workload)
+                tokens[key] = tokens.get(key, 0.0) + rate
+                if node not in self._apart:
+                    counted[key] = counted.get(key, 0.0) + rate
         if tokens:
-            values.update(tokens)
-            values[TOKENS_TOTAL] = float(sum(tokens.values()))
+            values.update(tokens)  # every workload's curve, this computer's too
+            values[TOKENS_TOTAL] = float(sum(counted.values()))  # the cluster's total
         return values
+
+
+def _workload_rates(sample: Sample) -> dict[str, float]:
+    """Each workload's decode tokens/s on the sample's node (its ranks' figures added)."""
+    rates: dict[str, float] = {}
+    for figure in sample.workloads or ():
+        if figure.decode_tps is not None:
+            rates[figure.workload_id] = rates.get(figure.workload_id, 0.0) + figure.decode_tps
+    return rates

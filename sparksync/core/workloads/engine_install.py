@@ -1,4 +1,9 @@
-"""``sparksync engine install llama.cpp``: build llama-server and rpc-server on a node, over SSH.
+"""``sparksync engine install llama.cpp``: build llama-server and rpc-server on a node, or on this computer.
+
+``install_engine(fleet, node, ...)`` is what both faces call. On this
+computer the build is ``engines.llamacpp_build`` itself, into the engine
+cache whose folders the local agent has on its PATH (so recipes name the
+engine by its name, as on a node). On a paired node:
 
 The node builds the same pinned llama.cpp as ``packaging/engines/build-llama-cpp.sh``
 (the source vendored in the PyPI sdist ``llama-cpp-python``, the same CMake
@@ -24,17 +29,27 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import paramiko
+from typing import TYPE_CHECKING
 
-from sparksync.core.engines.llamacpp_build import BASE_CMAKE_FLAGS, CMAKE_TARGETS, LLAMA_CPP_PYTHON_VERSION
+if TYPE_CHECKING:  # paramiko and the fleet load with the SSH side only
+    import paramiko
+
+    from sparksync.core.fleet.fleet import Fleet
+
+from sparksync.core.agents.this_computer import is_local
 from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.engines.llamacpp_build import (
+    BASE_CMAKE_FLAGS,
+    CMAKE_TARGETS,
+    LLAMA_CPP_PYTHON_VERSION,
+    STEP_MARK,
+)
 
 log = logging.getLogger(__name__)
 
 SCRIPT_PATH = ".cache/sparksync/build-llama-cpp.sh"  # relative to the SSH user's home
 INSTALL_ROOT = ".local/share/sparksync-engines/llama.cpp"
 BIN_LINKS = ".local/bin"
-STEP_MARK = "SPARKSYNC-STEP"
 FLAVOURS = ("auto", "cpu", "cuda")
 BUILD_TIMEOUT_S = 3 * 3600.0  # a CUDA build on 20 Arm cores takes minutes; a slow disk more
 _NINJA = re.compile(r"^\[(\d+)/(\d+)\]")
@@ -143,6 +158,51 @@ def install_command(flavour: str = "auto", jobs: int | None = None) -> list[str]
     return ["bash", SCRIPT_PATH, flavour, *([str(jobs)] if jobs else [])]
 
 
+def install_engine(
+    fleet: Fleet,
+    node: str,
+    on_progress: Callable[[InstallProgress], None],
+    flavour: str = "auto",
+    jobs: int | None = None,
+    cancel: threading.Event | None = None,
+) -> str:
+    """Install llama.cpp on ``node`` (this computer too), then make its agent look again; the install dir."""
+    if flavour not in FLAVOURS:
+        raise EngineInstallError(f"unknown flavour {flavour!r}; use one of {', '.join(FLAVOURS)}")
+    if is_local(node):
+        where = install_here(on_progress, flavour, jobs, cancel)
+    else:
+        where = install_llamacpp(fleet.transports.get(node, 30.0), on_progress, flavour, jobs, cancel)
+    fleet.call(node, lambda client: client.engines(refresh=True))
+    return where
+
+
+def install_here(
+    on_progress: Callable[[InstallProgress], None],
+    flavour: str = "auto",
+    jobs: int | None = None,
+    cancel: threading.Event | None = None,
+) -> str:
+    """Build llama.cpp on this computer (or find the build), into the engine cache; the install dir."""
+    import os
+
+    from sparksync.core.engines.llamacpp_build import ensure_built
+
+    step = ["check"]
+
+    def line(text: str) -> None:
+        if cancel is not None and cancel.is_set():
+            raise EngineInstallError("the engine install was cancelled; nothing was installed.")
+        progress = progress_of(text, step[0])
+        step[0] = progress.step
+        on_progress(progress)
+
+    line(f"{STEP_MARK} check")
+    built = ensure_built(None if flavour == "auto" else flavour, jobs=jobs or os.cpu_count() or 2, on_line=line)
+    line(f"{STEP_MARK} done {built.root} {built.flavour}")
+    return str(built.root)
+
+
 def install_llamacpp(
     transport: paramiko.Transport,
     on_progress: Callable[[InstallProgress], None],
@@ -164,6 +224,8 @@ def install_llamacpp(
 
 
 def _upload(transport: paramiko.Transport, script: str) -> None:
+    import paramiko
+
     sftp = paramiko.SFTPClient.from_transport(transport)
     if sftp is None:
         raise paramiko.SSHException("the node refused the SFTP subsystem")

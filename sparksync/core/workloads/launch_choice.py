@@ -32,6 +32,10 @@ class LaunchChoice(BaseModel):
     model: str = Field("", description="The model path on the head node(s); empty keeps the recipe's.")
     params_b: float | None = Field(None, gt=0, description="Model size in billions, for the memory check.")
     quant: str | None = Field(None, description="Its quantisation (bf16, q4_k_m...), with params_b.")
+    http_port: int | None = Field(None, ge=1, le=65535, description="The engine's HTTP port; empty keeps the recipe's.")
+    settings: dict[str, Any] = Field(
+        default_factory=dict, description="Any other recipe fields, nested as `--set` gives them."
+    )
 
     def describe(self) -> str:
         return f"{self.recipe} on {', '.join(self.nodes)}"
@@ -51,9 +55,11 @@ def groups_of(nodes: Sequence[str], replicas: int) -> list[list[str]]:
 
 
 def overrides_of(choice: LaunchChoice) -> dict[str, Any]:
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = dict(choice.settings)
     if choice.model.strip():
         changes["model"] = choice.model.strip()
+    if choice.http_port is not None:
+        changes["ports"] = {"http": choice.http_port}
     if choice.params_b is not None:
         spec = ModelSpec(params=choice.params_b * 1e9, quant=choice.quant or "bf16")
         changes["memory"] = {"model": spec.model_dump(exclude_none=True)}

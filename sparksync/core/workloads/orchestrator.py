@@ -1,6 +1,6 @@
 """Starting a workload: from a plan and its recipes to every rank running, ready, on its node.
 
-    orchestrator = Orchestrator(FleetAgents(fleet), on_progress=print)
+    orchestrator = Orchestrator(fleet, on_progress=print)    # fleet: any node's agent, this computer too
     prepared = orchestrator.prepare(plan, recipes)     # reads the nodes; refuses before anything starts
     workload = orchestrator.start(prepared)            # stage by stage; all or nothing
 
@@ -30,7 +30,7 @@ from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.fleet.first_sample import wait_first_sample
 from sparksync.core.planner.fit import NodeMemory
 from sparksync.core.workloads import running
-from sparksync.core.workloads.agents import NodeAgents
+from sparksync.core.agents.link import NodeAgents
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.fabric import Fabric, FabricSettings, NodeFabric
 from sparksync.core.workloads.launches import GroupLaunch, plan_launches

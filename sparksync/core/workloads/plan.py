@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from sparksync.core.agents.this_computer import canonical_name
 from sparksync.core.workloads.errors import PlanError
 from sparksync.core.workloads.recipe import MAX_NODES, Recipe
 
@@ -31,6 +32,12 @@ class Group(BaseModel):
 
     recipe: str
     nodes: list[str] = Field(min_length=1, description="In rank order: the first is the head.")
+
+    @field_validator("nodes")
+    @classmethod
+    def _one_name_for_this_computer(cls, nodes: list[str]) -> list[str]:
+        # "local" and "this computer" are one node: records and the faces name it one way.
+        return [canonical_name(node) for node in nodes]
 
     @property
     def head(self) -> str:

@@ -2,7 +2,8 @@
 
 Engines listen on the head's loopback by default (``recipe.http_host``), so
 the client reaches them through a local port forwarded over the node's SSH
-transport (``TunnelReach``). An engine bound to a wildcard or to a routable
+transport (``TunnelReach``); an engine on this computer is on this
+computer's own loopback, reached as it is. An engine bound to a wildcard or to a routable
 address can be reached directly (``DirectReach``), which skips the tunnel's
 copy when the client sits on the same network as the nodes.
 
@@ -15,7 +16,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from typing import Protocol
 
+from sparksync.core.agents.this_computer import is_local
 from sparksync.core.ssh.transports import NodeTransports
 from sparksync.core.ssh.tunnel import open_tunnel
 from sparksync.core.workloads.errors import WorkloadError
@@ -27,16 +30,26 @@ WILDCARDS = ("0.0.0.0", "::", "")
 Reach = Callable[[Endpoint], AbstractContextManager[str]]
 
 
-class TunnelReach:
-    """A local port forwarded to the endpoint as the head node sees it."""
+class HasTransports(Protocol):
+    """The fleet: its SSH transports are made on first use (an engine on this computer needs none)."""
 
-    def __init__(self, transports: NodeTransports, timeout: float = TUNNEL_TIMEOUT_S):
-        self.transports, self.timeout = transports, timeout
+    @property
+    def transports(self) -> NodeTransports: ...
+
+
+class TunnelReach:
+    """A local port forwarded to the endpoint as the head node sees it (this computer's: as it is)."""
+
+    def __init__(self, fleet: HasTransports, timeout: float = TUNNEL_TIMEOUT_S):
+        self.fleet, self.timeout = fleet, timeout
 
     @contextmanager
     def __call__(self, endpoint: Endpoint) -> Iterator[str]:
         host = "127.0.0.1" if endpoint.host in WILDCARDS else endpoint.host
-        tunnel = open_tunnel(self.transports, endpoint.node, endpoint.port, remote_host=host,
+        if is_local(endpoint.node):
+            yield f"http://{_bracketed(host)}:{endpoint.port}"
+            return
+        tunnel = open_tunnel(self.fleet.transports, endpoint.node, endpoint.port, remote_host=host,
                              timeout=self.timeout)  # fmt: skip
         with tunnel:
             yield f"http://127.0.0.1:{tunnel.local_port}"
@@ -50,6 +63,10 @@ class DirectReach:
 
     @contextmanager
     def __call__(self, endpoint: Endpoint) -> Iterator[str]:
+        if is_local(endpoint.node):  # from here, this computer's engine is on our own loopback
+            bound = endpoint.listen if endpoint.listen is not None else endpoint.host
+            yield f"http://{_bracketed('127.0.0.1' if bound in WILDCARDS else bound)}:{endpoint.port}"
+            return
         yield direct_url(endpoint, self.addresses)
 
 

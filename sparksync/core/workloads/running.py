@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from sparksync_agent.protocol import LogPage, RankState, RankStatus, WorkloadFigures, WorkloadStatus
+from sparksync_agent.protocol import LogPage, RankState, RankStatus, Snapshot, WorkloadFigures, WorkloadStatus
 
 from sparksync.core.agents.client import LogItem
 from sparksync.core.base.errors import AgentRequestError, SparkSyncError
-from sparksync.core.workloads.agents import NodeAgents
+from sparksync.core.agents.link import NodeAgents
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.workload_store import RankRef, WorkloadRecord
 
@@ -230,8 +230,8 @@ def tokens(agents: NodeAgents, record: WorkloadRecord) -> WorkloadTokens:
     answers = parallel(record.nodes(), lambda node: agents.call(node, lambda client: client.snapshot()))
     figures = []
     for answer in answers.values():
-        if isinstance(answer, SparkSyncError) or answer.latest is None:
-            continue
+        if not isinstance(answer, Snapshot) or answer.latest is None:
+            continue  # a node that could not be asked adds nothing
         figures += [f for f in answer.latest.workloads or [] if f.workload_id == record.workload_id]
     return WorkloadTokens(figures)
 

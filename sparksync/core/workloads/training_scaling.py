@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from sparksync.core.bench.report import efficiency, speedup
 from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.workloads.agents import NodeAgents
+from sparksync.core.agents.link import NodeAgents
 from sparksync.core.workloads.baseline import TRAINING_ROLE, Baseline, BaselineStore, key_of, setup_of
 from sparksync.core.workloads.running import WorkloadTokens, WorkloadView, view
 from sparksync.core.workloads.workload_store import WorkloadRecord

@@ -1,9 +1,18 @@
-"""Everything the Workloads panel and the tray do with workloads, Qt-free and blocking (call it from workers).
+"""The workload operations of both faces, Qt-free and blocking (the GUI calls them from workers).
 
-    control = WorkloadControl(lambda: FleetAgents(actions.fleet()))
+The Workloads panel, the tray, the dashboard's "Run a model on this
+computer" and every ``sparksync workload`` / ``engine`` command go through
+this one object; a CLI command only parses its options and prints what
+comes back::
+
+    control = WorkloadControl(actions.fleet)       # the agents: any node's, this computer's too
     prepared = control.check(choice)              # reads the nodes; MemoryFitError with the numbers
     view = control.start(choice, on_progress)     # all or nothing, remembered for restart and the tray
-    rows = control.watch_once()                   # every recorded workload's ranks; a failed rank stops the rest
+    view = control.start_plan(plan, recipes)      # the CLI's --nodes / --plan
+    rows = control.rows()                         # every recorded workload, its tokens/s and scaling
+    rows = control.watch_once()                   # the same; a failed rank stops the rest
+    baselines = control.stop(workload_id)         # a one-node training run leaves its baseline
+    control.install_engine(node, on_progress)     # llama.cpp on a node or on this computer
 
 The agents are made on first need, so a panel with nothing recorded never
 opens SSH links or reads the keyring.
@@ -13,20 +22,23 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from sparksync_agent.protocol import LogPage
+from sparksync_agent.protocol import EngineReport, LogPage
 
+from sparksync.core.agents.client import LogItem
+from sparksync.core.agents.link import NodeAgents
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.workloads import running
-from sparksync.core.workloads.agents import NodeAgents
-from sparksync.core.workloads.baseline import BaselineStore
+from sparksync.core.workloads.baseline import Baseline, BaselineStore
+from sparksync.core.workloads.engine_install import InstallProgress, install_engine
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.fabric_settings import load_fabric_settings
 from sparksync.core.workloads.last_workload import Launched, Launches
 from sparksync.core.workloads.launch_choice import LaunchChoice, resolve_choice
 from sparksync.core.workloads.orchestrator import POLL_S, Orchestrator, Prepared, ProgressCallback
+from sparksync.core.workloads.plan import Plan
 from sparksync.core.workloads.recipe import Recipe
 from sparksync.core.workloads.recipe_files import all_recipes
 from sparksync.core.workloads.training_scaling import (
@@ -35,7 +47,7 @@ from sparksync.core.workloads.training_scaling import (
     record_before_stop,
     scaling,
 )
-from sparksync.core.workloads.workload_store import WorkloadStore
+from sparksync.core.workloads.workload_store import RankRef, WorkloadRecord, WorkloadStore
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +59,7 @@ class WorkloadRow:
     view: running.WorkloadView
     decode_tps: float | None = None
     scaling: list[GroupScaling] = field(default_factory=list)  # its training groups' efficiency
+    prefill_tps: float | None = None
 
 
 class WorkloadControl:
@@ -96,28 +109,50 @@ class WorkloadControl:
         on_progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> running.WorkloadView:
-        orchestrator = self._orchestrator(on_progress)
         plan, recipes = resolve_choice(choice, self.recipes()[0])
-        prepared = orchestrator.prepare(plan, recipes)
-        self.launches.add(prepared.workload_id, choice)  # the tray can stop it while it starts
+        # Remembered once checked, before it starts: the tray can stop it while it starts.
+        return self.start_plan(plan, recipes, on_progress, cancel,
+                               on_prepared=lambda prepared: self.launches.add(prepared.workload_id, choice))  # fmt: skip
+
+    def start_plan(
+        self,
+        plan: Plan,
+        recipes: Mapping[str, Recipe],
+        on_progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        label: str | None = None,
+        on_prepared: Callable[[Prepared], None] | None = None,
+    ) -> running.WorkloadView:
+        """Check the nodes, then start every rank stage by stage; all or nothing."""
+        orchestrator = self._orchestrator(on_progress)
+        prepared = orchestrator.prepare(plan, recipes, label)
+        if on_prepared is not None:
+            on_prepared(prepared)
         return orchestrator.start(prepared, cancel)
 
-    def stop(self, workload_id: str) -> None:
+    def stop(self, workload_id: str, grace_s: float | None = None) -> list[Baseline]:
+        """Stop every process of the workload; the one-node baselines its figures left, if any."""
         record = self.store.get(workload_id)
         # A one-node training run's figures become its setup's baseline before it goes.
-        record_before_stop(self.agents, record, self.baselines)
-        failed = running.stop(self.agents, record, self.stop_grace_s)
+        recorded = record_before_stop(self.agents, record, self.baselines)
+        failed = running.stop(self.agents, record, self.stop_grace_s if grace_s is None else grace_s)
         if failed:
             detail = "; ".join(f"{node}: {error}" for node, error in failed.items())
             raise WorkloadError(
                 f"workload {workload_id} could not be stopped everywhere ({detail}); try again."
             )
+        return recorded
 
-    def remove(self, workload_id: str) -> None:
+    def remove(self, workload_id: str, grace_s: float | None = None) -> list[Baseline]:
         """Stop it, drop it and its logs from the nodes, and from the list."""
-        self.stop(workload_id)
+        recorded = self.stop(workload_id, grace_s)
         running.forget(self.agents, self.store.get(workload_id))
         self.store.remove(workload_id)
+        return recorded
+
+    def record(self, workload_id: str) -> WorkloadRecord:
+        return self.store.get(workload_id)
 
     def choice_of(self, workload_id: str) -> LaunchChoice:
         choice = self.launches.choice(workload_id)
@@ -146,27 +181,79 @@ class WorkloadControl:
 
     def watch_once(self) -> list[WorkloadRow]:
         """Every recorded workload now; a workload with a failed rank has its other ranks stopped."""
-        records = self.store.list()
-        if not records:
-            return []
+        return self.rows(enforce=True)
+
+    def rows(self, *, enforce: bool = False) -> list[WorkloadRow]:
+        """Every recorded workload as its nodes report it now, with its tokens/s and scaling.
+
+        An ended one-node training run becomes its setup's baseline (its node's history is
+        read once). ``enforce``: a workload with a failed rank has its other ranks stopped.
+        """
         rows = []
-        for record in records:
+        for record in self.store.list():
             current = running.view(self.agents, record)
-            if running.enforce(self.agents, current, self.stop_grace_s):
+            if enforce and running.enforce(self.agents, current, self.stop_grace_s):
                 current = running.view(self.agents, record)
             rates = running.tokens(self.agents, record) if current.live() else running.WorkloadTokens()
             ended = current.state in ("exited", "stopped", "failed")
             if ended and record.workload_id not in self._baseline_read:
                 self._baseline_read.add(record.workload_id)  # the node's history is read once, not per poll
-                self._record_baselines(current)
-            rows.append(WorkloadRow(current, rates.decode_tps, scaling(current, rates, self.baselines)))
+                self.record_baselines(current)
+            rows.append(WorkloadRow(current, rates.decode_tps, scaling(current, rates, self.baselines),
+                                    rates.prefill_tps))  # fmt: skip
         return rows
 
-    def _record_baselines(self, current: running.WorkloadView) -> None:
+    def record_baselines(self, current: running.WorkloadView) -> list[Baseline]:
+        """An ended one-node training run's median tokens/s, stored as its setup's baseline."""
         try:
-            record_baselines(self.agents, current, self.baselines)
+            return record_baselines(self.agents, current, self.baselines)
         except SparkSyncError as exc:  # the list still shows; the baseline waits for a readable file
             log.warning("no baseline recorded for %s: %s", current.workload_id, exc)
+            return []
+
+    def watch(
+        self,
+        workload_id: str,
+        cancel: threading.Event,
+        on_view: Callable[[running.WorkloadView], None] | None = None,
+        poll_s: float = running.WATCH_POLL_S,
+    ) -> running.WorkloadView:
+        """Poll one workload until it ends (a failed rank stops the rest); its last view."""
+        return running.watch(self.agents, self.store.get(workload_id), cancel, on_view, poll_s, self.stop_grace_s)
+
+    def tokens(self, workload_id: str) -> running.WorkloadTokens:
+        return running.tokens(self.agents, self.store.get(workload_id))
+
+    def scaling(self, current: running.WorkloadView, rates: running.WorkloadTokens) -> list[GroupScaling]:
+        return scaling(current, rates, self.baselines)
+
+    def ranks(self, workload_id: str, rank: int | None = None, group: str | None = None) -> list[RankRef]:
+        return running.select_ranks(self.store.get(workload_id), rank, group)
+
+    def log_page(self, workload_id: str, ref: RankRef, since: int = 0, limit: int | None = None) -> LogPage:
+        return running.logs(self.agents, workload_id, ref, since, limit)
+
+    def follow(self, workload_id: str, ref: RankRef, since: int | None = None) -> Iterator[LogItem]:
+        """Live lines of one process until it ends."""
+        return running.follow(self.agents, workload_id, ref, since)
+
+    # --- engines --------------------------------------------------------------------------------
+
+    def engines(self, nodes: Sequence[str], refresh: bool = False) -> dict[str, EngineReport | SparkSyncError]:
+        """Per node (at once): the engines its agent found, or why it could not be asked."""
+        answers = running.parallel(list(nodes), lambda n: self.agents.call(n, lambda c: c.engines(refresh)))
+        return answers
+
+    def install_engine(
+        self,
+        node: str,
+        on_progress: Callable[[InstallProgress], None],
+        flavour: str = "auto",
+        jobs: int | None = None,
+        cancel: threading.Event | None = None,
+    ) -> str:
+        """Build llama.cpp on ``node`` (this computer too); where it went. Minutes for a real build."""
+        return install_engine(self.agents, node, on_progress, flavour, jobs, cancel)  # type: ignore[arg-type]
 
     def logs(self, workload_id: str, name: str, since: int = 0) -> LogPage:
         record = self.store.get(workload_id)

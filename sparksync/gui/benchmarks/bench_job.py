@@ -15,11 +15,16 @@ from pathlib import Path
 import shiboken6
 from PySide6.QtCore import QObject, Signal
 
-from sparksync.core.bench.history import HistoryStore
-from sparksync.core.bench.recording import inference_record, store, with_engine_from_server
-from sparksync.core.bench.run_telemetry import with_run_telemetry
-from sparksync.core.bench.runner import BenchRequest, BenchRunner
-from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.bench import (
+    BenchRequest,
+    BenchRunner,
+    HistoryStore,
+    inference_record,
+    store,
+    with_engine_from_server,
+    with_run_telemetry,
+)
+from sparksync.core.base import SparkSyncError
 
 log = logging.getLogger(__name__)
 

@@ -29,13 +29,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.bench.errors import BenchInputError
-from sparksync.core.bench.exports import Exportable, tables_of
-from sparksync.core.bench.progress import BenchProgress
-from sparksync.core.bench.record import RunRecord
-from sparksync.core.bench.report import Comparison, ScalingReport
-from sparksync.core.bench.runner import BenchRequest
-from sparksync.core.base.units import format_tokens_per_s
+from sparksync.core.bench import (
+    BenchInputError,
+    BenchProgress,
+    BenchRequest,
+    Comparison,
+    Exportable,
+    RunRecord,
+    ScalingReport,
+    tables_of,
+)
+from sparksync.core.base import format_tokens_per_s
 from sparksync.gui.benchmarks import history_calls
 from sparksync.gui.benchmarks.bench_job import BenchJob
 from sparksync.gui.benchmarks.run_details import run_html

@@ -9,14 +9,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from sparksync.core.bench.endpoint import Endpoint
-from sparksync.core.bench.errors import BenchInputError
-from sparksync.core.bench.exports import Exportable, Format, export_file
-from sparksync.core.bench.history import HistoryStore, default_history_path
-from sparksync.core.bench.profile import BenchProfile
-from sparksync.core.bench.record import RunListItem, RunRecord
-from sparksync.core.bench.report import Comparison, ScalingReport, compare_runs, scaling_report
-from sparksync.core.bench.runner import BenchRequest
+from sparksync.core.bench import (
+    BenchInputError,
+    BenchProfile,
+    BenchRequest,
+    Comparison,
+    Endpoint,
+    Exportable,
+    Format,
+    HistoryStore,
+    RunListItem,
+    RunRecord,
+    ScalingReport,
+    compare_runs,
+    default_history_path,
+    export_file,
+    scaling_report,
+)
 
 LIST_LIMIT = 1000  # the newest runs listed; older ones stay in the file and the CLI
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import html
 
-from sparksync.core.bench.exports import tables_of
-from sparksync.core.bench.record import RunRecord
-from sparksync.core.bench.telemetry import TelemetrySummary
-from sparksync.core.base.units import format_link_rate, format_memory
+from sparksync.core.bench import RunRecord, TelemetrySummary, tables_of
+from sparksync.core.base import format_link_rate, format_memory
 from sparksync.gui.benchmarks.cells import format_percent_of_bound
 from sparksync.gui.benchmarks.tables import table_html
 

@@ -24,11 +24,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.bench.context import MAX_CLUSTER_SIZE, RunContext
-from sparksync.core.bench.endpoint import Endpoint
-from sparksync.core.bench.errors import BenchInputError
-from sparksync.core.bench.profile import BenchProfile
-from sparksync.core.bench.runner import BenchRequest
+from sparksync.core.bench import (
+    MAX_CLUSTER_SIZE,
+    BenchInputError,
+    BenchProfile,
+    BenchRequest,
+    Endpoint,
+    RunContext,
+)
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8080/v1"
 TOPOLOGIES = ("", "single", "direct", "ring", "switch")

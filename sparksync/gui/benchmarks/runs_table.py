@@ -12,7 +12,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QTableView, QWidget
 
-from sparksync.core.bench.record import RunListItem
+from sparksync.core.bench import RunListItem
 from sparksync.gui.benchmarks.cells import DASH, format_percent_of_bound
 
 COLUMNS = ("id", "when (UTC)", "status", "nodes", "topology", "model", "tok/s", "% of bound", "prefill tok/s",

@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QWidget
 
-from sparksync.core.bench.report import ScalingReport
+from sparksync.core.bench import ScalingReport
 
 DECODE_COLOR, PREFILL_COLOR, IDEAL_COLOR, BOUND_COLOR = "#2b6cb0", "#dd6b20", "#718096", "#2f855a"
 EXPORT_WIDTH = 1400

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.bench.history import HistoryStore
+from sparksync.core.bench import HistoryStore
 from sparksync.gui.benchmarks.cells import DASH
 from sparksync.gui.benchmarks.switchyard_sweeps import SwitchyardSweeps
 from sparksync.gui.workers import Jobs

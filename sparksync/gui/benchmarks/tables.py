@@ -6,7 +6,7 @@ import html
 
 from PySide6.QtWidgets import QAbstractItemView, QTableWidget, QTableWidgetItem
 
-from sparksync.core.bench.exports import Table
+from sparksync.core.bench import Table
 from sparksync.gui.benchmarks.cells import format_cell
 
 

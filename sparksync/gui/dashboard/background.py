@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.base import SparkSyncError
 
 log = logging.getLogger(__name__)
 

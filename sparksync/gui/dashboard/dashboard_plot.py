@@ -15,14 +15,15 @@ import numpy as np
 from PySide6.QtWidgets import QGraphicsItem, QWidget
 
 import pyqtgraph as pg
-from sparksync.core.telemetry.dashboard_model import DashboardModel
-from sparksync.core.base.units import MemoryUnit
+from sparksync.core.telemetry import DashboardModel
+from sparksync.core.base import MemoryUnit
 from sparksync.gui.dashboard.palette import BACKGROUND, FOREGROUND
 from sparksync.gui.dashboard.plot_specs import PlotSpec, memory_scale
 
 CurveKey = tuple[str, str]  # (node, series name)
 HEADROOM = 1.1  # the top of the Y axis, over the largest visible value
 SHRINK_BELOW = 0.6  # the Y axis only shrinks when the data fell below this share of it
+GAP_COLOUR, GAP_EDGE = (230, 126, 34, 45), (230, 126, 34, 160)  # an orange wash: no data here, and why
 
 
 class DashboardPlot(pg.PlotWidget):
@@ -56,6 +57,7 @@ class DashboardPlot(pg.PlotWidget):
         for side in ("top", "right"):
             # Hidden, yet linked: each X range change would rebuild the top axis' label text.
             item.getAxis(side).unlinkFromView()
+        self.gaps: list[pg.LinearRegionItem] = []
         self.placeholder = pg.TextItem("", color="#8a9099", anchor=(0.5, 0.5))
         item.addItem(self.placeholder, ignoreBounds=True)
         self.set_memory_unit(memory_unit)
@@ -91,6 +93,16 @@ class DashboardPlot(pg.PlotWidget):
         """A line in the middle of the plot while it has no curve (e.g. no workload yet)."""
         self.placeholder.setText(text)
         self.placeholder.setVisible(bool(text) and not self.curves)
+
+    def mark_gap(self, start: float, end: float, text: str) -> None:
+        """Shade the time a node sent nothing (its agent restarted, say), with ``text`` as the tooltip."""
+        region = pg.LinearRegionItem(
+            (start, end), movable=False, brush=pg.mkBrush(GAP_COLOUR), pen=pg.mkPen(GAP_EDGE, width=1)
+        )
+        region.setToolTip(text)
+        region.setZValue(-10)  # under the curves
+        self.getPlotItem().addItem(region, ignoreBounds=True)
+        self.gaps.append(region)
 
     # --- curves -------------------------------------------------------------------
 

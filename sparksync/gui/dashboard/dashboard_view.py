@@ -38,10 +38,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.telemetry.dashboard_export import export_csv, visible_data
-from sparksync.core.telemetry.dashboard_model import DashboardModel
-from sparksync.core.telemetry.dashboard_series import CLUSTER, CLUSTER_LABEL, KINDS, kind_of, plot_of, split_name
-from sparksync.core.base.units import DEFAULT_MEMORY_UNIT, MemoryUnit, format_bytes, format_memory, format_value
+from sparksync.core.telemetry import (
+    CLUSTER,
+    CLUSTER_LABEL,
+    KINDS,
+    DashboardModel,
+    export_csv,
+    kind_of,
+    plot_of,
+    split_name,
+    visible_data,
+)
+from sparksync.core.base import DEFAULT_MEMORY_UNIT, MemoryUnit, format_bytes, format_memory, format_value
 from sparksync.gui.dashboard.background import BackgroundJobs
 from sparksync.gui.dashboard.dashboard_plot import DashboardPlot
 from sparksync.gui.dashboard.hover_readout import HoverReadout
@@ -86,6 +94,7 @@ class DashboardView(QWidget):
         self._last_frame_at = -math.inf
         self._colours: dict[str, object] = {}
         self._instances: dict[tuple[str, str], list[str]] = {}  # (node, kind) -> instances in order
+        self._gaps_shown = 0  # the model's gaps already marked on the plots
         self.jobs = BackgroundJobs(self)
         self.jobs.succeeded.connect(self.status_message)
         self.jobs.failed.connect(self.error_raised)
@@ -143,6 +152,10 @@ class DashboardView(QWidget):
     def add_side_widget(self, widget: QWidget, index: int = 0) -> None:
         """Put a widget (e.g. a node card) in the side panel, above the toggles by default."""
         self.side_layout.insertWidget(index, widget)
+
+    def add_banner(self, widget: QWidget) -> None:
+        """Put a strip (e.g. "Run a model on this computer") above the plots' controls."""
+        self._right.insertWidget(0, widget)
 
     def add_section(self, widget: QWidget) -> None:
         """Put a section (e.g. the Switchyard gateways) below the plots."""
@@ -344,6 +357,15 @@ class DashboardView(QWidget):
                 added |= self._ensure_curve(node, name)
         if added:
             self._reflow()
+        self._mark_gaps()
+
+    def _mark_gaps(self) -> None:
+        """Shade each new gap (an agent restart, lost samples) on every plot, the reason as its tooltip."""
+        new = min(self.model.gaps_marked - self._gaps_shown, len(self.model.gaps))
+        for gap in self.model.gaps[len(self.model.gaps) - new :] if new > 0 else []:
+            for plot in self.plots.values():
+                plot.mark_gap(gap.start, gap.end, f"{gap.node}: {gap.reason}")
+        self._gaps_shown = self.model.gaps_marked
 
     def _ensure_node(self, node: str) -> None:
         if node not in self._colours:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from sparksync.core.telemetry.downsample import SecondRow
-from sparksync.core.telemetry.history_recorder import HistoryRecorder
+from sparksync.core.telemetry import HistoryRecorder, SecondRow
 
 
 class HistoryBridge(QObject):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparksync.core.base.units import MemoryUnit
+from sparksync.core.base import MemoryUnit
 
 
 @dataclass(frozen=True)

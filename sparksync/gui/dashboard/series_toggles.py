@@ -11,7 +11,7 @@ from PySide6.QtCore import QPointF, Qt, Signal
 from PySide6.QtGui import QColor, QIcon, QPainter, QPixmap
 from PySide6.QtWidgets import QCheckBox, QGroupBox, QVBoxLayout, QWidget
 
-from sparksync.core.telemetry.dashboard_series import KINDS, split_name
+from sparksync.core.telemetry import KINDS, split_name
 from sparksync.gui.dashboard.palette import pen
 
 SWATCH = (28, 12)

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 from sparksync.gui.workers import Jobs
 
 if TYPE_CHECKING:
-    from sparksync.core.apps.custom_apps import CustomApp
+    from sparksync.core.apps import CustomApp
 
 
 class CustomAppsDialog(QDialog):
@@ -93,7 +93,7 @@ class CustomAppsDialog(QDialog):
 
     def _on_apps_read(self, apps: list[CustomApp]) -> None:
         self.apps = list(apps)
-        from sparksync.core.apps.custom_apps import DGX_DASHBOARD  # loaded by the worker that read ``apps``
+        from sparksync.core.apps import DGX_DASHBOARD  # loaded by the worker that read ``apps``
 
         self.list.clear()
         for app in apps:
@@ -104,7 +104,7 @@ class CustomAppsDialog(QDialog):
             )
 
     def add(self) -> bool:
-        from sparksync.core.apps.custom_apps import CustomApp
+        from sparksync.core.apps import CustomApp
 
         try:
             app = CustomApp(
@@ -124,7 +124,7 @@ class CustomAppsDialog(QDialog):
         return True
 
     def remove_selected(self) -> bool:
-        from sparksync.core.apps.custom_apps import DGX_DASHBOARD
+        from sparksync.core.apps import DGX_DASHBOARD
 
         row = self.list.currentRow()
         if row < 0 or row >= len(self.apps) or self.apps[row] == DGX_DASHBOARD:

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.nodes.rows import DeployProgress, DeployProgressSource
+from sparksync.core.nodes import DeployProgress, DeployProgressSource
 
 _SELECTABLE = Qt.TextInteractionFlag.TextSelectableByMouse
 

@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.deploy.feed import summary_text
+from sparksync.core.deploy import summary_text
 from sparksync.core.nodes.rows import (
     FleetState,
     NodeRow,

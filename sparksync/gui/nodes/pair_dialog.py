@@ -37,9 +37,9 @@ from PySide6.QtWidgets import (
 from sparksync.gui.workers import Jobs
 
 if TYPE_CHECKING:  # the SSH stack loads with the first pairing, not with the window
-    from sparksync.core.discovery.model import DiscoveredNode
+    from sparksync.core.discovery import DiscoveredNode
     from sparksync.core.nodes.pairing_session import PairFunction, PairingSession
-    from sparksync.core.ssh.pairing import PairRequest
+    from sparksync.core.ssh import PairRequest
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class PairDialog(QDialog):
         if not host or not user:
             self._show_error("Type the node's host name or address and the user to log in as.")
             return False
-        from sparksync.core.nodes.pairing_session import PairingSession
+        from sparksync.core.nodes import PairingSession
 
         request = self._request(host, user)
         self.error.clear()
@@ -176,7 +176,7 @@ class PairDialog(QDialog):
         return True
 
     def _request(self, host: str, user: str) -> PairRequest:
-        from sparksync.core.ssh.pairing import PairRequest
+        from sparksync.core.ssh import PairRequest
 
         name = self.name.text().strip() or None
         node = self._discovered

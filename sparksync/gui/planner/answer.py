@@ -22,7 +22,7 @@ from sparksync.core.planner import (
     prefill_bound,
     read_model,
 )
-from sparksync.core.planner.errors import PlanInputError
+from sparksync.core.planner import PlanInputError
 from sparksync.core.planner.fit import GB, plan_on
 
 

@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.base.paths import HOME_ENV, cache_dir, config_dir, data_dir, log_dir
-from sparksync.core.apps.settings import AppSettings, Theme
+from sparksync.core.base import HOME_ENV, cache_dir, config_dir, data_dir, log_dir
+from sparksync.core.apps import AppSettings, Theme
 from sparksync.gui.dashboard.window_picker import WINDOWS
 from sparksync.gui.workers import Jobs
 

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.base.paths import config_dir
-from sparksync.core.workloads.agents import NodeAgents
+from sparksync.core.agents import NodeAgents
 from sparksync.core.workloads.launch_choice import fit_lines
 from sparksync.core.workloads.orchestrator import Prepared
 from sparksync.core.workloads.recipe import INFERENCE_ENGINES, Recipe

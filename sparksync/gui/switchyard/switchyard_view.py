@@ -165,11 +165,9 @@ class SwitchyardView(QWidget):
             actions = self.actions
 
             def agents():
-                from sparksync.core.workloads.agents import FleetAgents
-
                 if actions is None or not callable(getattr(actions, "fleet", None)):
                     raise SparkSyncError("the layout runs on paired nodes: pair them first (Nodes tab)")
-                return FleetAgents(actions.fleet())
+                return actions.fleet()
 
             def nodes():
                 paired = actions.paired() if actions is not None and hasattr(actions, "paired") else []
@@ -184,17 +182,17 @@ class SwitchyardView(QWidget):
 
 
 def app_watch(actions) -> GatewayWatch:
-    """The app's watch: gateways on nodes are reached through SSH tunnels on the actions' fleet.
+    """The app's watch: gateways on nodes are reached through the actions' fleet (SSH tunnels; this computer's as they are).
 
     The fleet is asked for only when a gateway workload is recorded, so a
     fresh app opens no SSH link and reads no keyring for this section.
     """
-    if not callable(getattr(actions, "transports", None)):
+    if not callable(getattr(actions, "fleet", None)):
         return GatewayWatch()
 
     def reach():
-        from sparksync.core.workloads.reach import TunnelReach
+        from sparksync.core.workloads import TunnelReach
 
-        return TunnelReach(actions.transports())
+        return TunnelReach(actions.fleet())
 
     return GatewayWatch(reach=reach)

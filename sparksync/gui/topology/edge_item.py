@@ -9,7 +9,7 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsRectItem, QGraphicsScene, QGraphicsSimpleTextItem
 
 from sparksync.core.topology import Link, LinkKind, TopologyWarning
-from sparksync.core.base.units import format_bits_per_s
+from sparksync.core.base import format_bits_per_s
 
 NORMAL_COLOR = QColor("#7a869a")
 WARNING_COLOR = QColor("#d9480f")

@@ -37,7 +37,7 @@ from sparksync.core.topology import (
     TopologySettings,
     build_topology,
 )
-from sparksync.core.base.units import format_bits_per_s
+from sparksync.core.base import format_bits_per_s
 from sparksync.gui.topology.edge_item import LABEL_BACKGROUND, PARALLEL_GAP, WARNING_COLOR, EdgeItem
 from sparksync.gui.topology.layout import positions
 

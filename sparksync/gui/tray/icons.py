@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QIcon, QPainter, QPen, QPixmap
 
-from sparksync.core.telemetry.cluster_summary import Health
+from sparksync.core.telemetry import Health
 
 SIZE = 64
 COLOURS = {

@@ -26,14 +26,14 @@ from PySide6.QtCore import QObject, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from sparksync.core.telemetry.cluster_summary import ClusterSummary, Health
+from sparksync.core.telemetry import ClusterSummary, Health
 from sparksync.core.nodes.rows import NodeRow, NodeState
 from sparksync.gui.tray.icons import health_icon
 from sparksync.gui.tray.notifier import Notifier
 from sparksync.gui.workers import Jobs
 
 if TYPE_CHECKING:
-    from sparksync.core.apps.custom_apps import CustomApp
+    from sparksync.core.apps import CustomApp
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,12 @@
 """The launch side of the Workloads panel: recipe, nodes in groups, model, memory check, per-rank progress.
 
-Nodes are a checkable list; their order (drag to change it) is rank order,
-and the checked nodes are cut into ``replicas`` equal groups, each running
-one copy of the recipe over all its own nodes. The form only gathers the
-choice and shows results; the panel runs everything in workers.
+Nodes are a checkable list (this computer and the paired nodes); their
+order (drag to change it) is rank order, and the checked nodes are cut into
+``replicas`` equal groups, each running one copy of the recipe over all its
+own nodes. The model path is on the head node; "Browse…" picks a GGUF file
+on this computer. Below it, the head node's llama.cpp: present, or missing
+with "Install llama.cpp" and the build's progress. The form only gathers
+the choice and shows results; the panel runs everything in workers.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QDoubleSpinBox,
+    QFileDialog,
     QFormLayout,
     QHBoxLayout,
     QHeaderView,
@@ -20,6 +24,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QProgressBar,
     QPushButton,
     QSpinBox,
     QTableWidget,
@@ -28,13 +33,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.planner.quant import QUANTS
-from sparksync.core.workloads.launch_choice import LaunchChoice, groups_of
-from sparksync.core.workloads.orchestrator import Progress
-from sparksync.core.workloads.recipe import Recipe
+from sparksync.core.base import SparkSyncError
+from sparksync.core.planner import QUANTS
+from sparksync.core.workloads import InstallProgress, LaunchChoice, Progress, Recipe, groups_of
 
 MAX_REPLICAS = 8  # a cluster has at most 8 nodes
+GGUF_FILTER = "GGUF models (*.gguf);;All files (*)"
 PROGRESS_COLUMNS = ["Process", "Node", "Step"]
 OK_STYLE, BAD_STYLE = "", "color: #c0392b"
 
@@ -43,6 +47,8 @@ class LaunchForm(QWidget):
     check_clicked = Signal()
     start_clicked = Signal()
     cancel_clicked = Signal()
+    head_changed = Signal(object)  # the first checked node (str), or None
+    install_clicked = Signal()
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -55,6 +61,14 @@ class LaunchForm(QWidget):
         self.replicas = QSpinBox(self, objectName="replicas", minimum=1, maximum=MAX_REPLICAS)
         self.groups = QLabel("", self, objectName="groups", wordWrap=True)
         self.model = QLineEdit(self, objectName="model")
+        self.browse = QPushButton("Browse…", self, objectName="browseModel")
+        self.browse.setToolTip("Pick a GGUF file on this computer (for a model that runs on this computer).")
+        self.engine = QLabel("", self, objectName="engine", wordWrap=True)
+        self.install = QPushButton("Install llama.cpp", self, objectName="installEngine", visible=False)
+        self.install.setToolTip("Build llama.cpp on the head node, as `sparksync engine install` does (minutes).")
+        self.install_progress = QProgressBar(self, objectName="installProgress", visible=False)
+        self.install_progress.setRange(0, 100)
+        self._head: str | None = None
         self.params = QDoubleSpinBox(self, objectName="params", minimum=0.0, maximum=10_000.0, decimals=1)
         self.params.setSpecialValueText("from the recipe")
         self.params.setSuffix(" B params")
@@ -77,6 +91,8 @@ class LaunchForm(QWidget):
         self.recipe.currentTextChanged.connect(self._on_recipe_current_text_changed)
         self.nodes.itemChanged.connect(lambda _item: self._show_groups())
         self.nodes.model().rowsMoved.connect(lambda *_: self._show_groups())
+        self.browse.clicked.connect(self._on_browse_clicked)
+        self.install.clicked.connect(self.install_clicked)
         self.replicas.valueChanged.connect(lambda _v: self._show_groups())
         self.check.clicked.connect(self.check_clicked)
         self.start.clicked.connect(self.start_clicked)
@@ -89,7 +105,15 @@ class LaunchForm(QWidget):
         form.addRow("Nodes (drag to order)", self.nodes)
         form.addRow("Replicas", self.replicas)
         form.addRow("Groups", self.groups)
-        form.addRow("Model path", self.model)
+        model = QHBoxLayout()
+        model.addWidget(self.model, 1)
+        model.addWidget(self.browse)
+        form.addRow("Model path", model)
+        engine = QHBoxLayout()
+        engine.addWidget(self.engine, 1)
+        engine.addWidget(self.install)
+        form.addRow("Engine", engine)
+        form.addRow("", self.install_progress)
         size = QHBoxLayout()
         size.addWidget(self.params)
         size.addWidget(self.quant)
@@ -176,9 +200,24 @@ class LaunchForm(QWidget):
         if choice.quant:
             self.quant.setCurrentText(choice.quant)
 
+    def pick_model(self, path: str) -> None:
+        """Use ``path`` as the model (what the file dialog gives)."""
+        if path:
+            self.model.setText(path)
+
+    def _on_browse_clicked(self) -> None:
+        start = self.model.text().strip() or ""
+        path, _ = QFileDialog.getOpenFileName(self, "Pick a GGUF model file", start, GGUF_FILTER)
+        self.pick_model(path)
+
     def _show_groups(self) -> None:
+        nodes = self.checked_nodes()
+        head = nodes[0] if nodes else None
+        if head != self._head:
+            self._head = head
+            self.head_changed.emit(head)
         try:
-            groups = groups_of(self.checked_nodes(), self.replicas.value())
+            groups = groups_of(nodes, self.replicas.value())
         except SparkSyncError as exc:
             self.groups.setText(str(exc))
             self.groups.setStyleSheet(BAD_STYLE)
@@ -187,6 +226,27 @@ class LaunchForm(QWidget):
         self.groups.setText("; ".join(f"group {i + 1}: {', '.join(g)}" for i, g in enumerate(groups)))
 
     # --- results ---------------------------------------------------------------------------------
+
+    def show_engine(self, present: bool | None, text: str) -> None:
+        """The head node's llama.cpp: present (True), missing (False, offers the install) or unknown."""
+        self.engine.setText(text)
+        self.engine.setStyleSheet(BAD_STYLE if present is False else OK_STYLE)
+        self.install.setVisible(present is False)
+
+    def set_installing(self, installing: bool) -> None:
+        self.install.setEnabled(not installing)
+        self.install_progress.setVisible(installing)
+        if installing:
+            self.install_progress.setValue(0)
+            self.install_progress.setFormat("checking…")
+
+    def show_install(self, progress: InstallProgress) -> None:
+        """One step of an engine install: the bar shows the step and, while compiling, how far."""
+        if progress.percent is not None:
+            self.install_progress.setValue(int(progress.percent))
+        elif progress.step == "done":
+            self.install_progress.setValue(100)
+        self.install_progress.setFormat(f"{progress.step} %p%")
 
     def show_fit(self, lines: list[str], ok: bool) -> None:
         self.fit.setText("\n".join(lines))

@@ -6,8 +6,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem, QWidget
 
-from sparksync.core.workloads.running import RankView
-from sparksync.core.workloads.workload_control import WorkloadRow
+from sparksync.core.workloads import RankView, WorkloadRow
 
 COLUMNS = ["Workload / process", "Node", "State", "Tok/s", "Detail", "Scaling"]
 ID_ROLE = Qt.ItemDataRole.UserRole  # the workload id

@@ -8,6 +8,10 @@ sequence number); a workload that turns failed is told through
 ranks are stopped so it is whole or not at all. Launch progress arrives
 from the orchestrator's callback, in the worker, as a queued signal.
 
+The nodes to choose from are this computer and the paired nodes. The
+head node's llama.cpp is checked through its agent; where it is missing,
+"Install llama.cpp" builds it there (this computer too) with a progress bar.
+
 The tray's "Start/stop last workload" calls ``toggle_last``: it stops the
 last launched workload while it runs, else starts the same choice again.
 """
@@ -32,13 +36,19 @@ from PySide6.QtWidgets import (
 )
 from sparksync_agent.protocol import LogPage
 
-from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.workloads.errors import MemoryFitError
-from sparksync.core.workloads.last_workload import Launched
-from sparksync.core.workloads.launch_choice import LaunchChoice, fit_lines
-from sparksync.core.workloads.orchestrator import Prepared, WorkloadStartError
-from sparksync.core.workloads.running import WorkloadView
-from sparksync.core.workloads.workload_control import WorkloadControl, WorkloadRow
+from sparksync.core.agents import LOCAL_NODE_NAME
+from sparksync.core.base import SparkSyncError
+from sparksync.core.workloads import (
+    LaunchChoice,
+    Launched,
+    MemoryFitError,
+    Prepared,
+    WorkloadControl,
+    WorkloadRow,
+    WorkloadStartError,
+    WorkloadView,
+    fit_lines,
+)
 from sparksync.gui.workers import Jobs
 from sparksync.gui.workloads.launch_form import LaunchForm
 from sparksync.gui.workloads.workload_table import WorkloadTable
@@ -53,6 +63,7 @@ class _ProgressBridge(QObject):
     """The orchestrator calls back in its worker; a queued signal brings each step to the GUI thread."""
 
     progressed = Signal(object)
+    installing = Signal(object)  # an engine install's InstallProgress
 
 
 class WorkloadsPanel(QWidget):
@@ -65,6 +76,8 @@ class WorkloadsPanel(QWidget):
     launch_finished = Signal(object)  # WorkloadView, or the error's message
     rows_shown = Signal(list)  # WorkloadRow, after each reading
     log_shown = Signal(int)  # the last sequence number shown
+    engine_shown = Signal(str, bool)  # node, whether it has llama.cpp
+    engine_installed = Signal(str, str)  # node, where it went ("" when it failed)
 
     def __init__(
         self,
@@ -72,12 +85,13 @@ class WorkloadsPanel(QWidget):
         actions=None,
         parent: QWidget | None = None,
         *,
+        fleet: Callable[[], object] | None = None,
         refresh_ms: int = REFRESH_MS,
     ):
         super().__init__(parent)
         self.setObjectName("workloadsPanel")
         self.actions = actions
-        self.control = control if control is not None else _fleet_control(actions)
+        self.control = control if control is not None else _fleet_control(actions, fleet)
         self.jobs = Jobs(self)
         self.jobs.error_raised.connect(self._on_jobs_error_raised)
         self.form = LaunchForm(self)
@@ -93,7 +107,10 @@ class WorkloadsPanel(QWidget):
         self.remove_button.setToolTip("Stop it and drop it, with its logs, from the nodes and this list.")
         self._bridge = _ProgressBridge(self)
         self._bridge.progressed.connect(self.form.show_progress)
+        self._bridge.installing.connect(self.form.show_install)
         self._cancel: threading.Event | None = None
+        self._install_cancel: threading.Event | None = None
+        self._engine_node: str | None = None  # the head whose engines were last asked for
         self._timer = QTimer(self, interval=refresh_ms)
         self._timer.timeout.connect(self.refresh)
         self._reading = False
@@ -131,6 +148,8 @@ class WorkloadsPanel(QWidget):
         QVBoxLayout(self).addWidget(splitter)
 
     def _connect(self) -> None:
+        self.form.head_changed.connect(self.check_engine)
+        self.form.install_clicked.connect(lambda: self.install_engine(self._engine_node))
         self.form.check_clicked.connect(self.check_fit)
         self.form.start_clicked.connect(self.start)
         self.form.cancel_clicked.connect(self.cancel)
@@ -151,6 +170,7 @@ class WorkloadsPanel(QWidget):
             return
         self._loaded = True
         self.reload_recipes()
+        self.set_nodes([])  # this computer, at once; the paired nodes once read
         if self.actions is not None and hasattr(self.actions, "paired"):
             self.jobs.run("Reading the paired nodes", self.actions.paired,
                           lambda nodes: self.set_nodes([n.name for n in nodes]))  # fmt: skip
@@ -168,7 +188,70 @@ class WorkloadsPanel(QWidget):
         self.recipes_loaded.emit(sorted(recipes))
 
     def set_nodes(self, names: list[str]) -> None:
-        self.form.set_nodes(list(names))
+        """The paired nodes; this computer is always there to choose too."""
+        self.form.set_nodes([LOCAL_NODE_NAME, *(n for n in names if n != LOCAL_NODE_NAME)])
+
+    # --- the head node's engine -------------------------------------------------------------------
+
+    def check_engine(self, node: str | None) -> None:
+        """Ask ``node``'s agent whether it has llama.cpp (in a worker); the form shows the answer."""
+        self._engine_node = node
+        if node is None or self._shut:
+            self.form.show_engine(None, "")
+            return
+        self.form.show_engine(None, f"{node}: checking llama.cpp…")
+
+        def work():
+            answer = self.control.engines([node])[node]
+            if isinstance(answer, SparkSyncError):
+                raise answer
+            return answer
+
+        self.jobs.run(f"Checking the engines of {node}", work,
+                      lambda report: self._on_engines_read(node, report),
+                      lambda message: self._on_engines_failed(node, message))  # fmt: skip
+
+    def _on_engines_read(self, node: str, report) -> None:
+        if node != self._engine_node:
+            return  # another head was chosen meanwhile
+        present = bool(report.engines.get("llama.cpp"))
+        found = next((c for c in report.checks if c.name == "llama-server" and c.available), None)
+        where = f" ({found.path})" if found is not None and found.path else ""
+        self.form.show_engine(present, f"{node}: llama.cpp " + (f"present{where}" if present else "missing"))
+        self.engine_shown.emit(node, present)
+
+    def _on_engines_failed(self, node: str, message: str) -> None:
+        if node == self._engine_node:
+            self.form.show_engine(None, f"{node}: cannot ask its agent: {_first_line(message)}")
+
+    def install_engine(self, node: str | None) -> bool:
+        """Build llama.cpp on ``node`` (this computer too) in a worker, with progress; False if one runs."""
+        if node is None or self._shut or self._install_cancel is not None:
+            return False
+        cancel = self._install_cancel = threading.Event()
+        self.form.set_installing(True)
+        self.status_message.emit(f"Installing llama.cpp on {node}…")
+
+        def work():
+            return self.control.install_engine(node, self._bridge.installing.emit, cancel=cancel)
+
+        self.jobs.run(f"Installing llama.cpp on {node}", work,
+                      lambda where: self._on_installed(node, where),
+                      lambda message: self._on_install_failed(node, message))  # fmt: skip
+        return True
+
+    def _on_installed(self, node: str, where: str) -> None:
+        self._install_cancel = None
+        self.form.set_installing(False)
+        self.status_message.emit(f"llama.cpp installed on {node} in {where}.")
+        self.engine_installed.emit(node, where)
+        self.check_engine(node)
+
+    def _on_install_failed(self, node: str, message: str) -> None:
+        self._install_cancel = None
+        self.form.set_installing(False)
+        self.form.show_engine(False, f"{node}: the install failed: {_first_line(message)}")
+        self.engine_installed.emit(node, "")
 
     def watch(self) -> None:
         """Read the workloads now and then every second."""
@@ -199,8 +282,9 @@ class WorkloadsPanel(QWidget):
         """
         self._shut = True
         self._timer.stop()
-        if self._cancel is not None:
-            self._cancel.set()
+        for cancel in (self._cancel, self._install_cancel):
+            if cancel is not None:
+                cancel.set()
         return self.jobs.wait(timeout)
 
     # --- the memory check and starting ------------------------------------------------------------
@@ -472,14 +556,16 @@ def _first_line(message: str) -> str:
     return message.splitlines()[0] if message else message
 
 
-def _fleet_control(actions) -> WorkloadControl:
-    """The app's control: the paired nodes' agents through the actions' fleet (opened on first need)."""
+def _fleet_control(actions, fleet: Callable[[], object] | None = None) -> WorkloadControl:
+    """The app's control: every node's agent (this computer's too) through the app's one fleet.
+
+    ``fleet`` makes (or returns) that fleet; without it, the actions' fleet. Made on first need.
+    """
+    source = fleet if fleet is not None else getattr(actions, "fleet", None)
 
     def agents():
-        from sparksync.core.workloads.agents import FleetAgents
-
-        if actions is None or not callable(getattr(actions, "fleet", None)):
-            raise SparkSyncError("workloads run on paired nodes: pair a node first (Nodes tab).")
-        return FleetAgents(actions.fleet())
+        if not callable(source):
+            raise SparkSyncError("this panel has no fleet to reach the nodes through.")
+        return source()
 
     return WorkloadControl(agents)

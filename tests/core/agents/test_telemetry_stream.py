@@ -10,7 +10,8 @@ import pytest
 
 from sparksync.core.agents.client import AgentClient
 from sparksync.core.base.errors import AgentAuthError, AgentRequestError, AgentUnreachableError
-from sparksync.core.agents.stream import Backoff, Connected, Disconnected, Lost, Restarted
+from sparksync.core.base.backoff import Backoff
+from sparksync.core.agents.stream import Connected, Disconnected, Lost, Restarted
 from sparksync_agent.protocol import Sample
 from tests.core.conftest import FAST
 from tests.core.fake_agent import SilentStreamServer, error, lost_event, sample_event
@@ -90,7 +91,7 @@ def test_unknown_since_in_the_same_run_is_the_callers_mistake(fake, fake_client)
 def test_server_errors_are_retried_with_growing_backoff(fake, fake_client):
     fake.scripts.extend([error(503, "busy", "busy"), error(503, "busy", "busy"), error(503, "busy", "busy")])
     fake.scripts.append([sample_event(1)])
-    items = take(fake_client.stream(backoff=Backoff(first=0.001, factor=3, maximum=0.005)), 5)
+    items = take(fake_client.stream(backoff=Backoff(first_s=0.001, factor=3, max_s=0.005)), 5)
     delays = [i.retry_in for i in items if isinstance(i, Disconnected)]
     assert delays == [0.001, 0.003, 0.005]
     assert seqs(items) == [1]
@@ -100,7 +101,7 @@ def test_backoff_resets_after_a_healthy_session(fake, fake_client):
     fake.scripts.append(error(503, "busy", "busy"))
     fake.scripts.append([sample_event(1), httpx.ReadError("drop")])
     fake.scripts.append([sample_event(2)])
-    items = take(fake_client.stream(backoff=Backoff(first=0.001, factor=4, maximum=1)), 6)
+    items = take(fake_client.stream(backoff=Backoff(first_s=0.001, factor=4, max_s=1)), 6)
     assert [i.retry_in for i in items if isinstance(i, Disconnected)] == [0.001, 0.001]
 
 

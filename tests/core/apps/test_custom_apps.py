@@ -16,7 +16,8 @@ from sparksync.core.nodes.registry import Registry
 from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.connection import SshSettings
 from sparksync.core.ssh.pairing import PairRequest, pair_node
-from sparksync.core.ssh.transports import Backoff, NodeTransports
+from sparksync.core.base.backoff import Backoff
+from sparksync.core.ssh.transports import NodeTransports
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
 from tests.lab.nsnet import in_netns
 from tests.lab.sshd import PASSWORD

@@ -8,6 +8,7 @@ import httpx
 from sparksync_agent.protocol import PROTOCOL_VERSION, AgentStatus, CollectorState
 
 from sparksync.core.agents.client import AgentClient
+from sparksync.core.agents.link import AgentLink
 from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.fleet.problems import NodeProblem, degraded, offline
 from sparksync.core.fleet.state import Cause
@@ -30,8 +31,8 @@ def agent_status(disabled: dict[str, str] | None = None) -> AgentStatus:
     )  # fmt: skip
 
 
-class FakeLink:
-    """Stands in for AgentLink: hands out a client on a FakeAgent; ``link_up`` decides offline vs degraded."""
+class FakeLink(AgentLink):
+    """Stands in for an SSH AgentLink: hands out a client on a FakeAgent; ``link_up`` decides offline vs degraded."""
 
     def __init__(self, name: str, agent: FakeAgent | None = None, disabled: dict[str, str] | None = None):
         self.name = name
@@ -47,6 +48,11 @@ class FakeLink:
         self.rereads: list[bool] = []
         self.probe_ended = threading.Event()
 
+    kind = "ssh"
+
+    def open(self, cancel=None, *, reread=False):
+        return self.client
+
     def hello(self, cancel=None, *, reread=False):
         self.rereads.append(reread)
         try:
@@ -61,11 +67,8 @@ class FakeLink:
         finally:
             self.probe_ended.set()
 
-    def ssh_up(self):
+    def reachable(self):
         return self.link_up
-
-    def status(self, client):
-        return client.status()
 
     def explain(self, exc):
         if isinstance(exc, NodeProblem):
@@ -88,7 +91,7 @@ class FakeFleet(Fleet):
         super().__init__(None, registry, store=NodeStateStore(tmp_path / "states.json"), **options)
         self.fakes = {name: FakeLink(name) for name in names}
 
-    def link(self, name):
+    def agent(self, name):
         return self.fakes[name]
 
     def close(self):

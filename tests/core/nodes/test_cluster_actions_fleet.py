@@ -1,31 +1,27 @@
-"""ClusterActions holds one fleet for the app's life and shares its transports with every action."""
+"""ClusterActions holds one fleet for the app's life: made once, no keyring until a paired node, closed with the app."""
 
 from __future__ import annotations
 
-import threading
+import pytest
 
+from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.fleet.problems import NodeProblem
 from sparksync.core.nodes.cluster_actions import ClusterActions
-from sparksync.core.fleet.remote_node import SharedFleet
 
 
-class FakeFleet:
-    def __init__(self):
-        self.transports = object()
-        self.closed = threading.Event()
+def test_the_fleet_is_made_once_reaches_this_computer_without_the_keyring_and_closes_with_the_app(monkeypatch):
+    def no_keyring(self):
+        raise AssertionError("the keyring was asked although no paired node was reached")
 
-    def close(self):
-        self.closed.set()
-
-
-def test_the_fleet_opens_once_is_shared_with_node_handles_and_closes_after_the_last_user():
-    made = []
-    shared = SharedFleet(lambda: made.append(FakeFleet()) or made[-1])
-    actions = ClusterActions(shared_fleet=shared)
-    assert actions.shared_fleet is shared
+    monkeypatch.setattr(ClusterActions, "_client_key", no_keyring)
+    actions = ClusterActions(sample_hz=5)
     fleet = actions.fleet()
-    assert actions.fleet() is fleet and actions.transports() is fleet.transports and len(made) == 1
-    with shared.use() as used:  # what an SshNode's telemetry worker does
-        assert used is fleet
-        actions.close()  # the app quits while a worker still streams
-        assert not fleet.closed.is_set()
-    assert fleet.closed.is_set() and len(made) == 1
+    assert actions.fleet() is fleet
+    assert fleet.names() == ["this computer"] and fleet.cluster() == ["this computer"]
+    assert fleet.agent("local") is fleet.agent("this computer") is fleet.local and fleet.local.sample_hz == 5
+    actions.disconnect_all()  # nothing paired: nothing to drop, and still no keyring
+    actions.close()
+    with pytest.raises(SparkSyncError, match="closing"):
+        actions.fleet()
+    with pytest.raises(NodeProblem, match="closed"):
+        fleet.agent("spark-1")

@@ -199,6 +199,8 @@ def test_rename_refuses_a_taken_or_unusable_name(registry):
         registry.rename("spark-0001", "spark-0002")
     with pytest.raises(InvalidNodeNameError, match="letters, digits"):
         registry.rename("spark-0001", "my spark")
+    with pytest.raises(InvalidNodeNameError, match="means this computer"):
+        registry.rename("spark-0001", "Local")  # `--nodes local` is this computer, never a paired node
     assert Registry(registry.path).names() == ["spark-0001", "spark-0002"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 
@@ -12,24 +11,10 @@ from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.nodes.registry import Registry
 from sparksync.core.ssh.secrets import SecretStore
 from sparksync.core.ssh.errors import HostUnreachableError, NodeOfflineError
-from sparksync.core.ssh.transports import Backoff, LinkState, NodeTransports
+from sparksync.core.base.backoff import Backoff
+from sparksync.core.ssh.transports import LinkState, NodeTransports
 from tests.core.keyring_fixtures import MemoryKeyring
 from tests.core.node_factory import paired_node
-
-
-def test_backoff_grows_to_its_cap_and_jitter_only_shortens():
-    backoff = Backoff(first_s=1.0, factor=2.0, max_s=8.0, jitter=0.5)
-    rng = random.Random(7)
-    for attempt, base in enumerate([1, 2, 4, 8, 8, 8]):
-        delays = [backoff.delay(attempt, rng) for _ in range(50)]
-        assert all(base * 0.5 <= d <= base for d in delays)
-        assert len(set(delays)) > 40  # spread out, so nodes do not retry in lockstep
-    assert backoff.delay(10_000, rng) <= 8.0
-
-
-def test_no_jitter_gives_the_plain_schedule():
-    backoff = Backoff(first_s=0.5, factor=3.0, max_s=100.0, jitter=0.0)
-    assert [backoff.delay(n) for n in range(4)] == [0.5, 1.5, 4.5, 13.5]
 
 
 class CountingDialer:

@@ -28,3 +28,12 @@ def test_health():
     assert ClusterSummary(0, 3, None, None).health is Health.OFFLINE
     assert ClusterSummary(3, 3, None, None).health is Health.ONLINE
     assert ClusterSummary(3, 3, None, None, degraded=1).health is Health.DEGRADED
+
+
+def test_with_a_spark_paired_this_computer_is_not_counted():
+    rows = [row("spark-1", NodeState.ONLINE)]
+    fresh = {"spark-1": 999.0, "this computer": 999.0}
+    summary = summarize(rows, fresh, 2e9, None, now=1000.0, apart=["this computer"])
+    assert (summary.online, summary.total) == (1, 1) and summary.text() == "1/1 online, 2 GB used"
+    alone = summarize([], {"this computer": 999.0}, 2e9, None, now=1000.0)
+    assert (alone.online, alone.total) == (1, 1)  # with nothing paired, this computer is the cluster

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from sparksync_agent.protocol import RankState
 
+from sparksync.core.agents import LOCAL_NODE_NAME
+from sparksync.core.fleet import Fleet
 from sparksync.core.workloads import running
-from sparksync.core.workloads.agents import ClientAgents
 from sparksync.core.workloads.baseline import BaselineStore, key_of
 from sparksync.core.workloads.examples import tiny_ddp
 from sparksync.core.workloads.fabric import Fabric
@@ -29,7 +30,7 @@ from sparksync.core.workloads.workload_store import RankRef, WorkloadRecord
 
 pytestmark = pytest.mark.slow
 
-NODE = "this-computer"
+NODE = LOCAL_NODE_NAME
 
 
 def wait_until(check, what: str, timeout: float = 180.0):
@@ -40,7 +41,7 @@ def wait_until(check, what: str, timeout: float = 180.0):
     return found
 
 
-def test_an_ended_one_node_run_records_the_median_of_its_telemetry(client, tmp_path):
+def test_an_ended_one_node_run_records_the_median_of_its_telemetry(local_agent, client, tmp_path):
     pytest.importorskip("torch", reason="torch (CPU) is in the test extras: pip install -e '.[test]'")
     launcher = tmp_path / "torchrun"
     launcher.write_text(f'#!/bin/sh\nexec {sys.executable} -m torch.distributed.run "$@"\n')
@@ -56,7 +57,7 @@ def test_an_ended_one_node_run_records_the_median_of_its_telemetry(client, tmp_p
         workload_id="one-node", recipes=["torchrun"], plan=Plan(groups=[Group(recipe="torchrun", nodes=[NODE])]),
         ranks=[RankRef(node=NODE, name=launch.process_name, group=launch.group, rank=0, role=launch.role)],
     )  # fmt: skip
-    agents = ClientAgents({NODE: client})
+    agents = Fleet(local_state_dir=local_agent.state_dir)  # this computer, through its local link
     store = BaselineStore()
     client.start_rank(record.workload_id, launch)
     try:
@@ -77,3 +78,4 @@ def test_an_ended_one_node_run_records_the_median_of_its_telemetry(client, tmp_p
         assert final.ranks[0].status.state is RankState.exited
     finally:
         running.stop(agents, record, grace_s=5)
+        agents.close()  # attached only: the fixture's agent keeps running

@@ -1,6 +1,6 @@
-"""One node's agent, reached through its shared SSH transport.
+"""The SSH flavour of ``AgentLink``: a paired node's agent, reached through its shared SSH transport.
 
-``AgentLink.open()`` reads the agent's token and ``endpoint.json`` over SFTP
+``SshLink.open()`` reads the agent's token and ``endpoint.json`` over SFTP
 (paths from ``deploy.layout.LAYOUT``, relative to the user's home), opens a
 ``Tunnel`` to the agent's loopback port and gives an ``AgentClient`` on it.
 The tunnel and client are reused until the endpoint changes: a restarted
@@ -22,11 +22,10 @@ from dataclasses import dataclass
 
 import paramiko
 from pydantic import ValidationError
-from sparksync_agent.protocol import AgentStatus, HelloReply
 from sparksync_agent.state import Endpoint
 
-from sparksync.core.agents.client import DEFAULT_STREAM_READ_TIMEOUT, AgentClient
-from sparksync.core.deploy.layout import LAYOUT, RemoteLayout
+from sparksync.core.agents.client import AgentClient
+from sparksync.core.agents.link import AGENT_TIMEOUT_S, AgentLink
 from sparksync.core.base.errors import (
     AgentAuthError,
     AgentRequestError,
@@ -34,6 +33,7 @@ from sparksync.core.base.errors import (
     ProtocolMismatchError,
     SparkSyncError,
 )
+from sparksync.core.deploy.layout import LAYOUT, RemoteLayout
 from sparksync.core.fleet.problems import NodeProblem, degraded, offline
 from sparksync.core.fleet.state import Cause, NodeState
 from sparksync.core.ssh.errors import HostKeyChangedError, NodeOfflineError
@@ -43,7 +43,6 @@ from sparksync.core.ssh.tunnel import Tunnel
 log = logging.getLogger(__name__)
 
 SSH_TIMEOUT_S = 15.0  # waiting for the transport, an SFTP read or a channel
-AGENT_TIMEOUT_S = 5.0  # one request to the agent
 MAX_FILE_BYTES = 64 * 1024  # the token and endpoint.json are tiny; refuse anything odd
 
 
@@ -57,8 +56,10 @@ class _Target:
         return f"_Target(port={self.port}, run_id={self.run_id!r})"
 
 
-class AgentLink:
-    """The tunnel and client to one node's agent (thread-safe; ``close()`` when done)."""
+class SshLink(AgentLink):
+    """The tunnel and client to one paired node's agent (thread-safe; ``close()`` when done)."""
+
+    kind = "ssh"
 
     def __init__(
         self,
@@ -83,7 +84,7 @@ class AgentLink:
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"AgentLink({self.name!r}, {self._target!r})"
+        return f"SshLink({self.name!r}, {self._target!r})"
 
     # --- opening ----------------------------------------------------------------------------
 
@@ -97,27 +98,10 @@ class AgentLink:
             transport = self._transport(cancel)
             target = self._read_target(transport)
             if self._client is None or target != self._target:
-                self._rebuild(target, cancel)
-            assert self._client is not None, "_rebuild made one"
+                return self._rebuild(target, cancel)
             return self._client
 
-    def hello(
-        self, cancel: threading.Event | None = None, *, reread: bool = False
-    ) -> tuple[AgentClient, HelloReply]:
-        """Open and say hello; a problem on the way comes out as a ``NodeProblem``."""
-        client = self.open(cancel, reread=reread)
-        try:
-            return client, client.hello()
-        except SparkSyncError as exc:
-            raise self.explain(exc) from exc
-
-    def status(self, client: AgentClient) -> AgentStatus:
-        try:
-            return client.status()
-        except SparkSyncError as exc:
-            raise self.explain(exc) from exc
-
-    def ssh_up(self) -> bool:
+    def reachable(self) -> bool:
         return self.transports.status(self.name).state is LinkState.UP
 
     def close(self) -> None:
@@ -250,7 +234,7 @@ class AgentLink:
         except (paramiko.SSHException, EOFError) as exc:
             raise self.explain(AgentUnreachableError(f"reading ~/{path} failed ({exc})")) from exc
 
-    def _rebuild(self, target: _Target, cancel: threading.Event | None) -> None:
+    def _rebuild(self, target: _Target, cancel: threading.Event | None) -> AgentClient:
         if self._target is not None:
             log.info(
                 "node %s: the agent's endpoint changed (run %s -> %s)",
@@ -263,13 +247,13 @@ class AgentLink:
         self._tunnel = Tunnel(
             lambda stop: transports.get(name, timeout, stop), "127.0.0.1", target.port, label=name
         )
-        read_timeout = self.stream_read_timeout
-        read_timeout = DEFAULT_STREAM_READ_TIMEOUT if read_timeout is None else read_timeout
-        self._client = AgentClient(
-            f"http://127.0.0.1:{self._tunnel.local_port}", target.token, self.agent_timeout,
-            stream_read_timeout=read_timeout,
-        )
-        self._target = target
+        url = f"http://127.0.0.1:{self._tunnel.local_port}"
+        if self.stream_read_timeout is None:
+            client = AgentClient(url, target.token, self.agent_timeout)
+        else:
+            client = AgentClient(url, target.token, self.agent_timeout, stream_read_timeout=self.stream_read_timeout)
+        self._client, self._target = client, target
+        return client
 
     def _drop(self) -> None:
         client, tunnel = self._client, self._tunnel
