@@ -53,13 +53,10 @@ from sparksync.core.bench import (
     compare_runs,
     export_file,
     export_text,
-    inference_record,
+    run_and_store,
     scaling_report,
-    store,
     tables_of,
     to_markdown,
-    with_engine_from_server,
-    with_run_telemetry,
 )
 from sparksync.core.planner import Hardware, read_model
 
@@ -132,8 +129,7 @@ def run_cmd(endpoint: str, model: str, tokenizer: Path, api_key: str | None, pro
     history = HistoryStore()
     if not as_json:
         click.echo(f"benchmarking {model} at {request.endpoint.base_url} ({profile.describe()})", err=True)
-    outcome = BenchRunner(request, on_progress=_progress_printer()).run()
-    record = store(history, with_run_telemetry(with_engine_from_server(inference_record(request, outcome), outcome)))
+    record = run_and_store(BenchRunner(request, on_progress=_progress_printer()), history)
     _print_run(record, as_json)
     _raise_unless_complete(record)
 

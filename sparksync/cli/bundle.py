@@ -32,8 +32,8 @@ from sparksync.core.bundle import (
     shipped_dirs,
     verify_bundle,
 )
-from sparksync.core.bundle.cache import cannot_build_message, offline_message
-from sparksync.core.bundle.shipped import is_frozen
+from sparksync.core.bundle import cannot_build_message, offline_message
+from sparksync.core.bundle import is_frozen
 
 
 @click.group()

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import click
 
-from sparksync.core.ssh import ClientKey, NodeTransports, SecretStore, SshSettings
 from sparksync.core.deploy import (
     MODES,
     DeployCancelled,
@@ -31,10 +30,9 @@ from sparksync.core.deploy import (
     Outcome,
     ProgressEvent,
     Stage,
-    deploy_many,
     summary_table,
 )
-from sparksync.core.nodes import Registry
+from sparksync.core.nodes import ClusterActions, Registry
 
 _JOIN_POLL_S = 0.2
 
@@ -74,12 +72,13 @@ def deploy(
     as_json: bool,
 ) -> None:
     """Install (or upgrade) the agent on the named nodes, or on all with --all."""
-    registry = Registry()
-    targets = _targets(registry, names, all_nodes)
-    options = DeployOptions(bundle=bundle, mode=mode, advertise=not no_advertise, health_timeout_s=timeout)
-    client_key = ClientKey.load_or_create(SecretStore())
-    with NodeTransports(client_key, registry, settings=SshSettings()) as transports:
-        results = _run_cancellable(targets, transports, registry, options)
+    actions = ClusterActions()
+    try:
+        targets = _targets(actions.registry, names, all_nodes)
+        options = DeployOptions(bundle=bundle, mode=mode, advertise=not no_advertise, health_timeout_s=timeout)
+        results = _run_cancellable(actions, targets, options)
+    finally:
+        actions.close()
     if as_json:
         click.echo(json.dumps({"results": [r.as_json() for r in results]}, indent=2))
     else:
@@ -105,24 +104,15 @@ def _targets(registry: Registry, names: tuple[str, ...], all_nodes: bool) -> lis
     return list(dict.fromkeys(names))
 
 
-def _run_cancellable(
-    targets: list[str], transports: NodeTransports, registry: Registry, options: DeployOptions
-) -> list[DeployResult]:
-    """deploy_many on a worker thread, so that Ctrl-C here becomes a cancel there."""
+def _run_cancellable(actions: ClusterActions, targets: list[str], options: DeployOptions) -> list[DeployResult]:
+    """The deploy on a worker thread, so that Ctrl-C here becomes a cancel there."""
     cancel, finished = threading.Event(), threading.Event()
     box: dict[str, list[DeployResult]] = {}
     printer = _ProgressPrinter()
 
     def work() -> None:
         try:
-            box["results"] = deploy_many(
-                targets,
-                transports=transports,
-                registry=registry,
-                options=options,
-                progress=printer,
-                cancel=cancel,
-            )
+            box["results"] = actions.deploy(targets, cancel, options=options, progress=printer)
         finally:
             finished.set()
 

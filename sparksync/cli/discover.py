@@ -14,10 +14,7 @@ from datetime import datetime
 
 import click
 
-from sparksync.core.discovery import DiscoveredNode, Discovery, scan_nodes
-from sparksync.core.discovery.browse import sighting_from_node
-from sparksync.core.discovery.merge import merge
-from sparksync.core.discovery.scan import DEFAULT_PROBE_TIMEOUT_S
+from sparksync.core.discovery import DEFAULT_PROBE_TIMEOUT_S, DiscoveredNode, Discovery, merge_nodes, scan_nodes
 
 DEFAULT_TIMEOUT_S = 3.0
 
@@ -74,7 +71,7 @@ def discover(
         # Browsing goes on in the background while the scans run.
         scanned = [node for target in scans for node in scan_nodes(target, port, timeout_s=scan_timeout)]
         if discovery is None:
-            nodes = merge(sighting_from_node(node, "scan") for node in scanned)
+            nodes = merge_nodes(scanned, "scan")
         else:
             for node in scanned:
                 discovery.add(node, "scan")

@@ -14,11 +14,14 @@ node could not be read it repeats ``reason``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparksync_agent.protocol import Snapshot
 
-from sparksync.core.fleet import NodeReport, NodeState, NodeStatus, last_seen_text
+from sparksync.core.fleet import NodeState, NodeStatus, last_seen_text
+
+if TYPE_CHECKING:  # the fleet itself (SSH, HTTP) loads only for the commands that reach nodes
+    from sparksync.core.fleet import NodeReport
 
 
 def status_json(status: NodeStatus) -> dict[str, Any]:

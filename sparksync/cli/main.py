@@ -2,7 +2,10 @@
 
 Commands follow ``sparksync <noun> <verb>``. An expected failure (a
 SparkSyncError) prints one clear line to stderr and exits with the error's
-exit code; only a bug shows a traceback.
+exit code; only a bug shows a traceback. Each command's module is imported
+only when that command runs (``LazyGroup``), so ``sparksync --version`` and
+``sparksync node list`` load none of the SSH, HTTP, mDNS or numeric stacks
+that other commands need.
 """
 
 from __future__ import annotations
@@ -12,22 +15,23 @@ import logging
 import click
 
 from sparksync import __version__
-from sparksync.cli.apps import app
-from sparksync.cli.bench import bench
-from sparksync.cli.bundle import bundle
-from sparksync.cli.deploy import deploy
-from sparksync.cli.engine import engine
-from sparksync.cli.node import node
-from sparksync.cli.node_manage import add_node_commands
-from sparksync.cli.pair import add_pair_commands
-from sparksync.cli.plan import plan
-from sparksync.cli.settings import settings
-from sparksync.cli.switchyard import switchyard
-from sparksync.cli.workload import workload
+from sparksync.cli.lazy_group import LazyGroup
 from sparksync.core.base import SparkSyncError
 
+COMMANDS = {
+    "node": "sparksync.cli.node_group:node",
+    "workload": "sparksync.cli.workload:workload",
+    "engine": "sparksync.cli.engine:engine",
+    "bench": "sparksync.cli.bench:bench",
+    "plan": "sparksync.cli.plan:plan",
+    "switchyard": "sparksync.cli.switchyard:switchyard",
+    "bundle": "sparksync.cli.bundle:bundle",
+    "app": "sparksync.cli.apps:app",
+    "settings": "sparksync.cli.settings:settings",
+}
 
-class _Cli(click.Group):
+
+class _Cli(LazyGroup):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -36,7 +40,7 @@ class _Cli(click.Group):
             ctx.exit(exc.exit_code)
 
 
-@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Cli, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="sparksync", message="%(prog)s %(version)s")
 @click.option("-v", "--verbose", count=True, help="Log more (-v: info, -vv: debug) to stderr.")
 def cli(verbose: int) -> None:
@@ -45,20 +49,6 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     # httpx logs every request at INFO; that is debug detail for us.
     logging.getLogger("httpx").setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
-
-
-add_pair_commands(node)
-add_node_commands(node)
-node.add_command(deploy)
-cli.add_command(node)
-cli.add_command(bench)
-cli.add_command(bundle)
-cli.add_command(plan)
-cli.add_command(switchyard)
-cli.add_command(app)
-cli.add_command(settings)
-cli.add_command(workload)
-cli.add_command(engine)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,7 +29,6 @@ from typing import Any
 import click
 from sparksync_agent.protocol import Reading, Sample, Snapshot
 
-from sparksync.cli.discover import discover
 from sparksync.cli.fleet_status import report_json, reports_table
 from sparksync.core.agents import LOCAL_NODE_NAME, is_local
 from sparksync.core.base import SparkSyncError
@@ -39,15 +38,7 @@ from sparksync.core.nodes import Registry, local_node_id
 FIRST_SAMPLE_TIMEOUT_S = 20.0
 
 
-@click.group()
-def node() -> None:
-    """The nodes of the cluster, and this computer."""
-
-
-node.add_command(discover)
-
-
-@node.command("status")
+@click.command("status")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (shape below).")
 @click.option(

@@ -7,13 +7,8 @@ import os
 
 import click
 
-from sparksync.core.nodes import ClusterActions, rename_node
+from sparksync.core.nodes import ClusterActions
 from sparksync.core.apps import node_ssh_argv
-
-
-def add_node_commands(group: click.Group) -> None:
-    for command in (rename, ssh, connect):
-        group.add_command(command)
 
 
 @click.command("rename")
@@ -28,7 +23,11 @@ def rename(old: str, new: str, as_json: bool) -> None:
     keyring entries; its ssh alias follows the new name.
     --json prints {"id", "old", "new", "secrets_moved", "warnings"}.
     """
-    result = rename_node(old, new)
+    actions = ClusterActions()
+    try:
+        result = actions.rename(old, new)
+    finally:
+        actions.close()
     for warning in result.warnings:
         click.echo(f"sparksync: warning: {warning}", err=True)
     if as_json:

@@ -1,24 +1,10 @@
-"""``sparksync node pair | unpair | list | ssh-config``: cluster membership from a terminal.
+"""``sparksync node pair | unpair``: cluster membership from a terminal.
 
-Prompts and progress go to stderr, so ``--json`` output on stdout stays
-clean. Without a terminal, nothing is asked: ``--password-stdin`` gives the
-password and ``--accept-host-key SHA256:...`` the fingerprint to trust
-(checked against what the node presents; a mismatch refuses).
-
-``sparksync node list --json`` prints::
-
-    {"nodes": [{"name": "spark-1a2b", "host": "10.0.0.5", "addresses": [...], "port": 22,
-                "user": "nvidia", "host_key": {"key_type": ..., "key_base64": ..., "fingerprint": ...},
-                "added_at": "...", "node_id": "3fa2c19b...", "former_names": [], "fabric": [],
-                "agent_version": null, "state": "online", "cause": null, "reason": null,
-                "since": "...", "last_seen": "...", "checked_at": "..."}]}
-
-``node_id`` is the node's stable id (every store on this computer keys the
-node by it); ``name`` is a label that ``node rename`` changes, and
-``former_names`` the names it had before.
-
-``state`` is the last one known (``paired`` until a check reached the node);
-``--check`` reaches every node first.
+Both are ``ClusterActions`` calls (the Nodes panel's too) with options and
+output. Prompts and progress go to stderr, so ``--json`` output on stdout
+stays clean. Without a terminal, nothing is asked: ``--password-stdin``
+gives the password and ``--accept-host-key SHA256:...`` the fingerprint to
+trust (checked against what the node presents; a mismatch refuses).
 """
 
 from __future__ import annotations
@@ -27,35 +13,15 @@ import getpass
 import json
 import re
 import sys
-from datetime import datetime
 from typing import Any
 
 import click
 
-from sparksync.cli.fleet_status import list_table, status_json
-from sparksync.core.ssh import (
-    KEY_FILE,
-    ClientKey,
-    HostKeyNotAcceptedError,
-    PairRequest,
-    PairResult,
-    SecretStore,
-    SshSettings,
-    UnpairResult,
-    export_ssh_config,
-    pair_node,
-    unpair_node,
-)
-from sparksync.core.fleet import Fleet, NodeState, NodeStateStore, NodeStatus, last_seen_text
-from sparksync.core.base import config_dir
-from sparksync.core.nodes import PairedNode, Registry
+from sparksync.cli.node_list import node_json
+from sparksync.core.nodes import ClusterActions
+from sparksync.core.ssh import HostKeyNotAcceptedError, PairRequest, PairResult, SshSettings, UnpairResult
 
 _FINGERPRINT_RE = re.compile(r"^SHA256:[A-Za-z0-9+/]{43}$")
-
-
-def add_pair_commands(group: click.Group) -> None:
-    for command in (pair, unpair, list_nodes, ssh_config):
-        group.add_command(command)
 
 
 # --- pair ------------------------------------------------------------------------------------
@@ -101,15 +67,16 @@ def pair(
     user = user or getpass.getuser()
     interactive = sys.stdin.isatty() and not password_stdin
     _check_pair_options(accept_host_key, password_stdin, interactive)
-    client_key = ClientKey.load_or_create(SecretStore())
-    result = pair_node(
-        PairRequest(host, user, port, name, repair=repair),
-        password=_password_source(password_stdin, f"{user}@{host}"),
-        confirm=_confirmer(host, accept_host_key),
-        client_key=client_key,
-        settings=SshSettings(connect_timeout_s=timeout),
-        progress=lambda line: click.echo(line, err=True),
-    )
+    actions = ClusterActions(ssh_settings=SshSettings(connect_timeout_s=timeout))
+    try:
+        result = actions.pair(
+            PairRequest(host, user, port, name, repair=repair),
+            password=_password_source(password_stdin, f"{user}@{host}"),
+            confirm=_confirmer(host, accept_host_key),
+            progress=lambda line: click.echo(line, err=True),
+        )
+    finally:
+        actions.close()
     click.echo(json.dumps(_pair_json(result), indent=2) if as_json else _pair_line(result))
 
 
@@ -171,7 +138,7 @@ def _pair_line(result: PairResult) -> str:
 
 def _pair_json(result: PairResult) -> dict[str, Any]:
     return {
-        "node": _node_json(result.node),
+        "node": node_json(result.node),
         "already_paired": result.already_paired,
         "key_installed": result.key_installed,
         "replaced": result.replaced.name if result.replaced else None,
@@ -193,13 +160,11 @@ def _pair_json(result: PairResult) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def unpair(name: str, forget: bool, uninstall: bool, timeout: float, as_json: bool) -> None:
     """Remove this computer's key from node NAME (or id) and drop it from the cluster."""
-    result = unpair_node(
-        name,
-        client_key=lambda: ClientKey.load_or_create(SecretStore()),
-        forget=forget,
-        settings=SshSettings(connect_timeout_s=timeout),
-        uninstall=uninstall,
-    )
+    actions = ClusterActions(ssh_settings=SshSettings(connect_timeout_s=timeout))
+    try:
+        result = actions.unpair(name, forget=forget, uninstall=uninstall)
+    finally:
+        actions.close()
     if result.agent_removed:
         click.echo(f"agent uninstalled from {name}: {result.agent_removed}", err=True)
     for warning in result.warnings:
@@ -229,71 +194,3 @@ def _unpair_json(result: UnpairResult) -> dict[str, Any]:
         "warnings": result.warnings,
         "agent_removed": result.agent_removed,
     }
-
-
-# --- list and ssh-config -------------------------------------------------------------------
-
-
-@click.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (shape: see the module docs).")
-@click.option(
-    "--check", is_flag=True, help="Reach every node now (in parallel) instead of showing the last known state."
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=20.0,
-    show_default=True,
-    help="With --check: seconds to wait for each node.",
-)
-def list_nodes(as_json: bool, check: bool, timeout: float) -> None:
-    """List the paired nodes with their state (the last one known, or checked now with --check)."""
-    nodes = Registry().list()
-    if check and nodes:
-        with Fleet() as fleet:
-            fleet.check_all(timeout=timeout)  # saves each node's state, read back below
-    known = NodeStateStore().statuses(nodes)
-    if as_json:
-        click.echo(json.dumps({"nodes": [_node_json(node, *known[node.name]) for node in nodes]}, indent=2))
-    elif not nodes:
-        click.echo("No paired nodes. Pair one with `sparksync node pair HOST`.", err=True)
-    else:
-        click.echo(_table(nodes, known))
-
-
-def _node_json(
-    node: PairedNode, status: NodeStatus | None = None, checked_at: datetime | None = None
-) -> dict[str, Any]:
-    # "paired" until a check (status, --check, the app) has reached the node.
-    status = status or NodeStatus(name=node.name, state=NodeState.PAIRED, since=node.added_at)
-    checked = checked_at.isoformat() if checked_at is not None else None
-    return {**node.model_dump(mode="json"), **status_json(status), "checked_at": checked}
-
-
-def _table(nodes: list[PairedNode], known: dict[str, tuple[NodeStatus, datetime | None]]) -> str:
-    rows = [("NAME", "ADDRESS", "USER", "HOST KEY", "ADDED", "STATE", "LAST SEEN")]
-    rows += [
-        (
-            n.name,
-            n.host if n.port == 22 else f"{n.host}:{n.port}",
-            n.user,
-            n.host_key.fingerprint,
-            n.added_at.strftime("%Y-%m-%d %H:%M"),
-            known[n.name][0].state.value,
-            last_seen_text(known[n.name][0].last_seen),
-        )
-        for n in nodes
-    ]
-    return list_table(rows)
-
-
-@click.command("ssh-config")
-def ssh_config() -> None:
-    """Write and print an OpenSSH config snippet, so `ssh NAME` reaches each node."""
-    exported = export_ssh_config(Registry().list(), config_dir() / "keys" / KEY_FILE)
-    click.echo(exported.config_path.read_text(), nl=False)
-    click.echo(
-        f"Written to {exported.config_path} (pinned host keys in {exported.known_hosts_path}). "
-        f"Use it by adding this line at the top of ~/.ssh/config:\n  {exported.include_line()}",
-        err=True,
-    )

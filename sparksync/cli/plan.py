@@ -30,7 +30,7 @@ from sparksync.core.planner import (
     prefill_bound,
     read_model,
 )
-from sparksync.core.planner.fit import (
+from sparksync.core.planner import (
     DEFAULT_OVERHEAD_GB,
     GB,
     MAX_NODES,
@@ -40,7 +40,7 @@ from sparksync.core.planner.fit import (
     plan_fit,
     stated_cluster,
 )
-from sparksync.core.planner.kv_cache import KV_DTYPES
+from sparksync.core.planner import KV_DTYPES
 
 DEFAULT_OS_RESERVE_GB = 4.0  # ASSUMPTION: DGX OS with its desktop idle; telemetry needs none
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}

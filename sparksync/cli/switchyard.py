@@ -379,10 +379,10 @@ def layout_command(large_name: str, small_name: str, nodes: str, set_large: tupl
                    check_only: bool, reach: str) -> None:  # fmt: skip
     """The published layout in one step: 3 x large on 2 nodes + 2 x small on 1 node (8 nodes; or its 4- and
     2-node forms), memory checked first, started as one workload, with the gateway over it."""
-    from sparksync.core.nodes.registry import Registry
-    from sparksync.core.workloads.launch_choice import fit_lines
-    from sparksync.core.workloads.launch_request import apply_overrides, parse_settings
-    from sparksync.core.workloads.recipe_files import find_recipe
+    from sparksync.core.nodes import Registry
+    from sparksync.core.workloads import fit_lines
+    from sparksync.core.workloads import apply_overrides, parse_settings
+    from sparksync.core.workloads import find_recipe
     from sparksync.switchyard.layout import Layout, LayoutRequest, start_layout
 
     policy: dict = {"kind": policy_kind}

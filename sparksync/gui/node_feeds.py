@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from PySide6.QtCore import QObject, Qt, Signal
 
 from sparksync.core.base import Backoff
-from sparksync.core.fleet.follower import (
+from sparksync.core.fleet import (
     RETRY,
     Connecting,
     Ended,

@@ -21,10 +21,9 @@ from sparksync.core.discovery import (
     ScanRefusedError,
     probe,
     resolve_host,
-    scan,
     scan_nodes,
 )
-from sparksync.core.discovery.scan import MAX_SCAN_HOSTS, scan_targets
+from sparksync.core.discovery.scan import MAX_SCAN_HOSTS, scan, scan_targets
 
 BANNER = b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n"
 

@@ -41,7 +41,7 @@ class FakeActions:
         self.fail: dict[str, Exception] = {}  # method name -> error to raise
         self.lock = threading.Lock()
         self.apps = [DGX_DASHBOARD, CustomApp(name="Jupyter", remote_port=8888, browser_path="/lab")]
-        self.pair_function = self._pair
+        self.pair = self._pair
 
     def _record(self, name: str, *args):
         with self.lock:

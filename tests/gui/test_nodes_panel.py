@@ -170,13 +170,13 @@ def test_pairing_a_discovered_node_prefills_it_shows_pairing_and_passes_its_adve
 
     fake = FakeActions()
     requests = []
-    inner = fake.pair_function
+    inner = fake.pair
 
     def pair(request, **kw):
         requests.append(request)
         return inner(request, **kw)
 
-    fake.pair_function = pair
+    fake.pair = pair
     panel = panel_for(fake)
     advertised = {"ed25519": "SHA256:" + "Q" * 43}
     node = DiscoveredNode(key="fp:x", hostname="spark-9a9a.local", addresses=["192.168.1.44"], kind="agent",

@@ -47,7 +47,7 @@ def fill(dialog, host="10.0.0.9", user="nvidia", password="s3cret"):
 
 def test_the_fingerprint_is_confirmed_before_the_password_is_used_and_the_field_is_cleared(qtbot, dialog_for):
     fake = FakeActions()
-    dialog = dialog_for(fake.pair_function)
+    dialog = dialog_for(fake.pair)
     fill(dialog)
     with qtbot.waitSignal(dialog.fingerprint_received, timeout=10_000):
         dialog.check_button.click()
@@ -64,7 +64,7 @@ def test_the_fingerprint_is_confirmed_before_the_password_is_used_and_the_field_
 
 def test_refusing_the_key_changes_nothing_and_says_so(qtbot, dialog_for):
     fake = FakeActions()
-    dialog = dialog_for(fake.pair_function)
+    dialog = dialog_for(fake.pair)
     fill(dialog)
     with qtbot.waitSignal(dialog.fingerprint_received, timeout=10_000):
         dialog.check_button.click()
@@ -94,7 +94,7 @@ def test_an_mdns_mismatch_is_a_warning_that_stops_before_any_question(qtbot, dia
 
 def test_missing_fields_and_an_empty_password_are_said_plainly(qtbot, dialog_for):
     fake = FakeActions()
-    dialog = dialog_for(fake.pair_function)
+    dialog = dialog_for(fake.pair)
     dialog.host.setText("")
     assert not dialog.start() and "host name or address" in dialog.error.text()
     fill(dialog, password="")
@@ -108,7 +108,7 @@ def test_missing_fields_and_an_empty_password_are_said_plainly(qtbot, dialog_for
 
 def test_closing_the_dialog_while_it_asks_releases_the_worker(qtbot, dialog_for):
     fake = FakeActions()
-    dialog = dialog_for(fake.pair_function)
+    dialog = dialog_for(fake.pair)
     fill(dialog)
     with qtbot.waitSignal(dialog.fingerprint_received, timeout=10_000):
         dialog.start()

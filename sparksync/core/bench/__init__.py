@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from sparksync.core.bench.progress import BenchProgress
     from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
     from sparksync.core.bench.record import RunListItem, RunRecord
-    from sparksync.core.bench.recording import inference_record, store, with_engine_from_server
+    from sparksync.core.bench.recording import inference_record, run_and_store, store, with_engine_from_server
     from sparksync.core.bench.report import Comparison, ScalingReport, compare_runs, scaling_report
     from sparksync.core.bench.run_telemetry import with_run_telemetry
     from sparksync.core.bench.runner import BenchRequest, BenchRunner
@@ -78,6 +78,7 @@ _WHERE = {
     "RunRecord": "record",
     "inference_record": "recording",
     "store": "recording",
+    "run_and_store": "recording",
     "with_engine_from_server": "recording",
     "Comparison": "report",
     "ScalingReport": "report",
@@ -133,5 +134,6 @@ __all__ = [
     "to_markdown",
     "with_engine_from_server",
     "with_run_telemetry",
+    "run_and_store",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

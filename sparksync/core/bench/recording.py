@@ -16,7 +16,7 @@ from sparksync.core.bench.history import HistoryStore
 from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
 from sparksync.core.bench.record import RunDetails, RunRecord, Status
 from sparksync.core.bench.results import RunSummary, measured_rows, summarize
-from sparksync.core.bench.runner import BenchOutcome, BenchRequest
+from sparksync.core.bench.runner import BenchOutcome, BenchRequest, BenchRunner
 from sparksync.core.base.errors import SparkSyncError
 
 log = logging.getLogger(__name__)
@@ -105,3 +105,17 @@ def with_engine_from_server(record: RunRecord, outcome: BenchOutcome) -> RunReco
     if ctx.engine is None and facts.owned_by:
         updates["engine"] = facts.owned_by
     return record.model_copy(update={"context": ctx.model_copy(update=updates)}) if updates else record
+
+
+def run_and_store(runner: BenchRunner, history: HistoryStore) -> RunRecord:
+    """Run one benchmark and store it as ``sparksync bench run`` and the Benchmarks panel both do.
+
+    The record holds the planner's bounds, the engine the server names and
+    the telemetry of the run's time window; a run that did not complete is
+    stored all the same (partial or failed), so its status says what happened.
+    """
+    from sparksync.core.bench.run_telemetry import with_run_telemetry  # numpy: only once a run ends
+
+    outcome = runner.run()
+    record = with_engine_from_server(inference_record(runner.request, outcome), outcome)
+    return store(history, with_run_telemetry(record))

@@ -36,7 +36,7 @@ from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo
 from sparksync.core.discovery.errors import DiscoveryError
 from sparksync.core.discovery.interfaces import check_interfaces, default_interfaces, open_zeroconf
 from sparksync.core.discovery.manual import resolve_host
-from sparksync.core.discovery.merge import Sighting, merge, sighting_from_agent_txt
+from sparksync.core.discovery.merge import Sighting, merge, sighting_from_agent_txt, sighting_from_node
 from sparksync.core.discovery.model import DiscoveredNode, Source, is_ip
 from sparksync.core.base.listeners import Listeners
 
@@ -73,14 +73,6 @@ def sighting_from_info(source: Source, info: AsyncServiceInfo, seen: float) -> S
     # _workstation's port is 9 ("discard"), not SSH: only _ssh says where sshd listens.
     port = info.port if source == "ssh" else None
     return Sighting(source, names, tuple(addresses), seen, port)
-
-
-def sighting_from_node(node: DiscoveredNode, source: Source) -> Sighting:
-    names = () if is_ip(node.hostname) else (node.hostname,)
-    return Sighting(
-        source, names, tuple(node.addresses), node.last_seen, node.ssh_port,
-        dict(node.host_key_fingerprints), banner=node.ssh_banner,
-    )  # fmt: skip
 
 
 class Discovery:

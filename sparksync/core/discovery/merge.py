@@ -69,6 +69,19 @@ def sighting_from_agent_txt(
     return Sighting("sparksync", names, tuple(addresses), seen, port, fingerprints_from_txt(txt), dict(txt))
 
 
+def sighting_from_node(node: DiscoveredNode, source: Source) -> Sighting:
+    names = () if is_ip(node.hostname) else (node.hostname,)
+    return Sighting(
+        source, names, tuple(node.addresses), node.last_seen, node.ssh_port,
+        dict(node.host_key_fingerprints), banner=node.ssh_banner,
+    )  # fmt: skip
+
+
+def merge_nodes(nodes: Iterable[DiscoveredNode], source: Source) -> list[DiscoveredNode]:
+    """``nodes`` all heard through ``source`` (a scan's hits), one per machine, as ``merge`` sorts them."""
+    return merge(sighting_from_node(node, source) for node in nodes)
+
+
 def merge(sightings: Iterable[Sighting]) -> list[DiscoveredNode]:
     """One node per machine, sorted by kind (agents first) then host name."""
     nodes = [build_node(group) for group in group_sightings(list(sightings))]

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sparksync.core.fleet.fleet import Fleet, NodeReport, as_fleet_state, last_seen_text
-    from sparksync.core.fleet.state import Cause, NodeState, NodeStatus, StateTracker
+    from sparksync.core.fleet.follower import RETRY
+    from sparksync.core.fleet.fleet import Fleet, NodeReport, as_fleet_state
+    from sparksync.core.fleet.state import Cause, NodeState, NodeStatus, StateTracker, last_seen_text
     from sparksync.core.fleet.problems import DEGRADED_EXIT, OFFLINE_EXIT, NodeProblem, degraded, offline
     from sparksync.core.fleet.store import NodeStateStore
     from sparksync.core.fleet.follower import (
@@ -39,10 +40,11 @@ if TYPE_CHECKING:
 
 # name -> the module that holds it
 _WHERE = {
+    "RETRY": "follower",
     "Fleet": "fleet",
     "NodeReport": "fleet",
     "as_fleet_state": "fleet",
-    "last_seen_text": "fleet",
+    "last_seen_text": "state",
     "NodeState": "state",
     "NodeStatus": "state",
     "Cause": "state",
@@ -68,6 +70,7 @@ _WHERE = {
     "wait_first_sample": "first_sample",
 }
 __all__ = [
+    "RETRY",
     "Cause",
     "Connecting",
     "DEGRADED_EXIT",

@@ -396,7 +396,3 @@ def as_fleet_state(status: NodeStatus) -> FleetState:
     """The node list's view of a status."""
     seen = status.last_seen.timestamp() if status.last_seen is not None else None
     return FleetState(status.state, status.reason, seen)
-
-
-def last_seen_text(when: datetime | None) -> str:
-    return "never" if when is None else when.astimezone().strftime("%Y-%m-%d %H:%M:%S")

@@ -159,3 +159,8 @@ class StateTracker:
 def is_change(old: NodeStatus, new: NodeStatus) -> bool:
     """A change worth telling listeners about: another state, or another cause."""
     return old.state is not new.state or old.cause is not new.cause
+
+
+def last_seen_text(when: datetime | None) -> str:
+    """A node's last-seen time as the node list and ``node status`` print it (local time)."""
+    return "never" if when is None else when.astimezone().strftime("%Y-%m-%d %H:%M:%S")

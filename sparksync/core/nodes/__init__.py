@@ -29,10 +29,13 @@ if TYPE_CHECKING:
         FleetState,
         NodeRow,
         NodeRows,
+        NodeState,
+        NodeStateSource,
         client_agent_version,
+        preload,
     )
     from sparksync.core.nodes.actions import RenameResult, rename_node
-    from sparksync.core.nodes.pairing_session import PairingSession
+    from sparksync.core.nodes.pairing_session import PairFunction, PairingSession
     from sparksync.core.nodes.identity import NodeNames, is_node_id, local_node_id, node_id_from_fingerprint
 
 # name -> the module that holds it; light names first: the window reads ``rows`` at start-up
@@ -49,9 +52,13 @@ _WHERE = {
     "FleetState": "rows",
     "NodeRow": "rows",
     "NodeRows": "rows",
+    "NodeState": "rows",
+    "NodeStateSource": "rows",
     "client_agent_version": "rows",
+    "preload": "rows",
     "RenameResult": "actions",
     "rename_node": "actions",
+    "PairFunction": "pairing_session",
     "PairingSession": "pairing_session",
     "NodeNames": "identity",
     "is_node_id": "identity",
@@ -59,6 +66,10 @@ _WHERE = {
     "node_id_from_fingerprint": "identity",
 }
 __all__ = [
+    "preload",
+    "PairFunction",
+    "NodeStateSource",
+    "NodeState",
     "ClusterActions",
     "DeployProgress",
     "DeployProgressSource",

@@ -1,11 +1,12 @@
-"""Everything the desktop app can do to the cluster, as one object over the core.
+"""Everything a user does to the cluster's membership, as one object both faces call.
 
 The GUI calls these methods in worker threads (each may block on SSH, the
 keyring or a file) and never reaches past this object, so tests can hand it
-a fake with the same methods. Each has a CLI twin:
+a fake with the same methods. The CLI command named beside each method is
+that method's options and output, nothing more:
 
     paired / unpair / rename        sparksync node list | unpair | rename
-    pair_function                   sparksync node pair
+    pair                            sparksync node pair
     deploy (progress: deploy_feed)  sparksync node deploy
     connect_all / disconnect_all    sparksync node connect / sparksync node status
     fleet                           the live node states (sparksync node status)
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,12 +36,13 @@ from sparksync.core.base.errors import SparkSyncError
 if TYPE_CHECKING:
     from sparksync.core.ssh.client_key import ClientKey
     from sparksync.core.apps.custom_apps import AppSession, AppSessions, CustomApp, CustomApps
-    from sparksync.core.deploy.model import DeployOptions, DeployResult
+    from sparksync.core.deploy.model import DeployOptions, DeployResult, ProgressEvent
     from sparksync.core.fleet.fleet import Fleet
     from sparksync.core.nodes.actions import RenameResult
     from sparksync.core.nodes.registry import PairedNode, Registry
     from sparksync.core.ssh.secrets import KeyringStatus
     from sparksync.core.ssh.connection import Dialer, SshSettings
+    from sparksync.core.ssh.pairing import PairRequest, PairResult
     from sparksync.core.ssh.transports import NodeTransports
     from sparksync.core.ssh.unpair import UnpairResult
 
@@ -117,8 +120,8 @@ class ClusterActions:
                 )  # fmt: skip
             return self._fleet
 
-    def pair_function(self, request, *, password, confirm, progress):
-        """Pair with this computer's key (``pair_node`` through a ``PairingSession``)."""
+    def pair(self, request: PairRequest, *, password, confirm, progress=None) -> PairResult:
+        """Pair with this computer's key: the dialog's ``PairingSession`` and ``node pair`` call this."""
         from sparksync.core.ssh.pairing import pair_node
 
         return pair_node(
@@ -133,11 +136,18 @@ class ClusterActions:
 
         return Registry(self.registry.path).list()  # a fresh read: the CLI may have changed it
 
-    def unpair(self, name: str, forget: bool = False) -> UnpairResult:
+    def unpair(self, name: str, forget: bool = False, uninstall: bool = False) -> UnpairResult:
+        """Remove this computer's key from the node (``uninstall``: its agent too) and drop it here.
+
+        ``forget`` only drops it here: the key is never loaded, the node never reached.
+        """
         from sparksync.core.ssh.unpair import unpair_node
 
         self._drop(name)
-        return unpair_node(name, client_key=self._client_key, registry=self.registry, forget=forget)
+        return unpair_node(
+            name, client_key=self._client_key, registry=self.registry, forget=forget, dialer=self._dialer,
+            settings=self._ssh_settings, uninstall=uninstall,
+        )  # fmt: skip
 
     def rename(self, old: str, new: str) -> RenameResult:
         from sparksync.core.nodes.actions import rename_node
@@ -146,18 +156,33 @@ class ClusterActions:
         self._drop(old)
         return result
 
-    def deploy(self, names: list[str], cancel: threading.Event | None = None) -> list[DeployResult]:
+    def deploy(
+        self,
+        names: list[str],
+        cancel: threading.Event | None = None,
+        *,
+        options: DeployOptions | None = None,
+        progress: Callable[[ProgressEvent], None] | None = None,
+    ) -> list[DeployResult]:
         """Install or upgrade the agent on ``names`` in parallel; progress goes to ``deploy_feed``.
 
-        The deploy uses the fleet's transports; afterwards the nodes are checked
-        through the fleet, so their state moves on (to online) for every listener.
+        ``options`` (default: ``deploy_options``) say which bundle, service mode
+        and health timeout; ``progress`` also gets every stage event (the CLI
+        prints them). The deploy uses the fleet's transports; afterwards the
+        nodes are checked through the fleet, so their state moves on (to
+        online) for every listener.
         """
         from sparksync.core.deploy.many import deploy_many  # the deploy stack loads only when used
 
+        def on_event(event: ProgressEvent) -> None:
+            self.deploy_feed.on_event(event)
+            if progress is not None:
+                progress(event)
+
         fleet = self.fleet()
         results = deploy_many(
-            names, transports=fleet.transports, registry=self.registry, options=self.deploy_options,
-            progress=self.deploy_feed.on_event, cancel=cancel,
+            names, transports=fleet.transports, registry=self.registry,
+            options=options if options is not None else self.deploy_options, progress=on_event, cancel=cancel,
         )  # fmt: skip
         for result in results:
             self.deploy_feed.publish(finished(result))

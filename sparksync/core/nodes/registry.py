@@ -34,8 +34,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import paramiko
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sparksync_agent.atomic import write_atomic
 
@@ -44,6 +44,9 @@ from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.base.file_lock import exclusive_lock
 from sparksync.core.base.paths import config_dir, ensure_dir
 from sparksync.core.nodes.identity import NODE_ID_RE, node_id_from_fingerprint
+
+if TYPE_CHECKING:  # annotations only: listing nodes loads no SSH stack
+    import paramiko
 
 log = logging.getLogger(__name__)
 

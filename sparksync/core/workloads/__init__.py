@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from sparksync.core.workloads.launch_request import apply_overrides
+    from sparksync.core.workloads.recipe import INFERENCE_ENGINES
     from sparksync.core.workloads.workload_control import WorkloadControl, WorkloadRow
     from sparksync.core.workloads.running import DEFAULT_STOP_GRACE_S, RankView, WorkloadTokens, WorkloadView
     from sparksync.core.workloads.orchestrator import (
@@ -72,6 +74,8 @@ if TYPE_CHECKING:
 
 # name -> the module that holds it
 _WHERE = {
+    "apply_overrides": "launch_request",
+    "INFERENCE_ENGINES": "recipe",
     "WorkloadControl": "workload_control",
     "WorkloadRow": "workload_control",
     "WorkloadView": "running",
@@ -127,6 +131,8 @@ _WHERE = {
     "GroupScaling": "training_scaling",
 }
 __all__ = [
+    "apply_overrides",
+    "INFERENCE_ENGINES",
     "Baseline",
     "BaselineStore",
     "DEFAULT_STOP_GRACE_S",

@@ -19,10 +19,7 @@ from sparksync.core.bench import (
     BenchRequest,
     BenchRunner,
     HistoryStore,
-    inference_record,
-    store,
-    with_engine_from_server,
-    with_run_telemetry,
+    run_and_store,
 )
 from sparksync.core.base import SparkSyncError
 
@@ -57,9 +54,7 @@ class BenchJob(QObject):
 
     def _run(self) -> None:
         try:
-            outcome = self.runner.run()
-            record = with_engine_from_server(inference_record(self.request, outcome), outcome)
-            record = store(HistoryStore(self.history_path), with_run_telemetry(record))
+            record = run_and_store(self.runner, HistoryStore(self.history_path))
         except SparkSyncError as exc:
             self._emit(self.failed, str(exc))
         except Exception as exc:

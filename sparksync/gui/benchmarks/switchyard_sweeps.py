@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.bench.history import HistoryStore
+from sparksync.core.bench import HistoryStore
 from sparksync.gui.benchmarks.cells import DASH
 from sparksync.gui.benchmarks.sweep_chart import SweepChart
 from sparksync.gui.workers import Jobs

@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from sparksync.core.deploy import summary_text
-from sparksync.core.nodes.rows import (
+from sparksync.core.nodes import (
     FleetState,
     NodeRow,
     NodeRows,
@@ -276,7 +276,7 @@ class NodesPanel(QWidget):
             self.pair_dialog.raise_()
             return self.pair_dialog
         discovered = row.discovered if row is not None and not row.paired else None
-        dialog = PairDialog(self.actions.pair_function, discovered, self, self.jobs)
+        dialog = PairDialog(self.actions.pair, discovered, self, self.jobs)
         dialog.pairing_started.connect(lambda key: self.rows.set_pairing(key, True))
         dialog.pairing_ended.connect(lambda key: self.rows.set_pairing(key, False))
         dialog.paired.connect(self._on_pair_dialog_paired)

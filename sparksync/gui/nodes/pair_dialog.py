@@ -38,7 +38,7 @@ from sparksync.gui.workers import Jobs
 
 if TYPE_CHECKING:  # the SSH stack loads with the first pairing, not with the window
     from sparksync.core.discovery import DiscoveredNode
-    from sparksync.core.nodes.pairing_session import PairFunction, PairingSession
+    from sparksync.core.nodes import PairFunction, PairingSession
     from sparksync.core.ssh import PairRequest
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ class PairDialog(QDialog):
         node = self._discovered
         if node is None:
             return ""
-        from sparksync.core.discovery.model import is_ip  # loaded with the node it describes
+        from sparksync.core.discovery import is_ip  # loaded with the node it describes
 
         # As PairRequest.from_discovered picks it: the name, or the first address when the name is one.
         return node.addresses[0] if is_ip(node.hostname) and node.addresses else node.hostname

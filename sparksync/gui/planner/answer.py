@@ -23,7 +23,7 @@ from sparksync.core.planner import (
     read_model,
 )
 from sparksync.core.planner import PlanInputError
-from sparksync.core.planner.fit import GB, plan_on
+from sparksync.core.planner import GB, plan_on
 
 
 @dataclass(frozen=True)

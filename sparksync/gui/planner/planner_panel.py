@@ -31,8 +31,8 @@ from PySide6.QtWidgets import (
 )
 
 from sparksync.core.planner import QUANTS, FitOptions, Hardware, ModelSpec, PlanInputError, stated_cluster
-from sparksync.core.planner.fit import DEFAULT_OVERHEAD_GB, GB, MAX_NODES
-from sparksync.core.planner.kv_cache import KV_DTYPES
+from sparksync.core.planner import DEFAULT_OVERHEAD_GB, GB, MAX_NODES
+from sparksync.core.planner import KV_DTYPES
 from sparksync.gui.planner.answer import PlannerAnswer, answer, answer_for_file, verdict
 from sparksync.gui.workers import Jobs
 

@@ -33,13 +33,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.base.paths import config_dir
+from sparksync.core.base import SparkSyncError
+from sparksync.core.base import config_dir
 from sparksync.core.agents import NodeAgents
-from sparksync.core.workloads.launch_choice import fit_lines
-from sparksync.core.workloads.orchestrator import Prepared
-from sparksync.core.workloads.recipe import INFERENCE_ENGINES, Recipe
-from sparksync.core.workloads.recipe_files import all_recipes
+from sparksync.core.workloads import fit_lines
+from sparksync.core.workloads import Prepared
+from sparksync.core.workloads import INFERENCE_ENGINES, Recipe
+from sparksync.core.workloads import all_recipes
 from sparksync.gui.workers import Jobs
 from sparksync.switchyard.layout import FORMS, Layout, LayoutRequest, LayoutStarted, start_layout
 

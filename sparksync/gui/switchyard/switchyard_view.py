@@ -17,7 +17,7 @@ import logging
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
-from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.base import SparkSyncError
 from sparksync.gui.switchyard.gateway_panel import GatewayPanel
 from sparksync.gui.switchyard.layout_dialog import LayoutDialog
 from sparksync.gui.workers import Jobs

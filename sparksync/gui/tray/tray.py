@@ -27,7 +27,7 @@ from PySide6.QtGui import QAction, QDesktopServices
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from sparksync.core.telemetry import ClusterSummary, Health
-from sparksync.core.nodes.rows import NodeRow, NodeState
+from sparksync.core.nodes import NodeRow, NodeState
 from sparksync.gui.tray.icons import health_icon
 from sparksync.gui.tray.notifier import Notifier
 from sparksync.gui.workers import Jobs
