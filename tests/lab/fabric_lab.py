@@ -134,6 +134,9 @@ class FabricLab:
 
     # --- what tests read ----------------------------------------------------------------------
 
+    def has(self, node: LabNode, interface: str) -> bool:
+        return self.lab.exec(node, ["test", "-e", f"/sys/class/net/{interface}"]).returncode == 0
+
     def mac(self, node: LabNode, interface: str) -> str:
         done = self.lab.exec(node, ["cat", f"/sys/class/net/{interface}/address"], check=True)
         return done.stdout.strip()
@@ -150,6 +153,20 @@ class FabricLab:
     def remove_interface(self, node: LabNode, interface: str) -> None:
         """Take a netdev away (as a driver reset would), so a step that needs it fails."""
         ip("-n", node.netns, "link", "del", interface)
+
+    def cap_mtu(self, node: LabNode, interface: str) -> None:
+        """Make ``interface`` a netdev that cannot take a jumbo MTU, still cabled as before.
+
+        The veth end is renamed and becomes the parent of a macvlan with the CX-7 name: a macvlan
+        can never have a larger MTU than its parent (1500), so setting MTU 9000 on it fails, as it
+        does on a port whose firmware caps the MTU.
+        """
+        ns, parent = node.netns, f"cap{node.index}{interface[-1]}"
+        ip("-n", ns, "link", "set", interface, "down")
+        ip("-n", ns, "link", "set", interface, "name", parent)
+        ip("-n", ns, "link", "set", parent, "up")
+        ip("-n", ns, "link", "add", "link", parent, "name", interface, "type", "macvlan", "mode", "bridge")
+        ip("-n", ns, "link", "set", interface, "up")
 
     # --- internals ----------------------------------------------------------------------------
 
