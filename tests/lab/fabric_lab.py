@@ -20,7 +20,8 @@ reads ``carrier 0``. Cabling puts the peers into bridges in the hub:
 - ``direct(a, b)``: a's port 0 cabled to b's port 0.
 
 ``cut`` unplugs a port (its node end loses carrier), ``plug`` puts it back;
-``shape`` puts ``tc netem`` (rate, delay, loss) on both directions of a port.
+``shape`` caps a port's rate in both directions (``tc tbf``; with a delay or
+a loss, ``tc netem``, where the kernel has it).
 Every hub bridge and hub end has MTU 9000 so a planned jumbo MTU is carried.
 
 IPv6 link-local addresses come up on their own, as on a Spark; duplicate
@@ -114,17 +115,21 @@ class FabricLab:
 
     def shape(self, node: LabNode, port: int, rate: str | None = None, delay: str | None = None,
               loss: str | None = None) -> None:
-        """``tc netem`` on both directions of the port (both twins): e.g. ``rate="1gbit"``."""
-        netem = ["netem"]
-        if delay:
-            netem += ["delay", delay]
-        if loss:
-            netem += ["loss", loss]
-        if rate:
-            netem += ["rate", rate]
+        """Shape both directions of the port (both twins): e.g. ``rate="1gbit"``.
+
+        A rate alone is a token bucket (``tbf``), which every kernel has; a delay or a loss needs
+        ``netem`` (the sch_netem module), which some kernels (this test VM's) lack: LabError then.
+        """
+        if delay or loss:
+            qdisc = ["netem", *(["delay", delay] if delay else []), *(["loss", loss] if loss else []),
+                     *(["rate", rate] if rate else [])]
+        elif rate:
+            qdisc = ["tbf", "rate", rate, "burst", "256kb", "latency", "100ms"]
+        else:
+            raise ValueError("shape needs a rate, a delay or a loss")
         for twin in (0, 1):
-            self._tc(self.lab.wrap(node, ["tc"]), self.interface(port, twin), netem)
-            self._tc(["ip", "netns", "exec", self.lab.hub, "tc"], self.hub_end(node, port, twin), netem)
+            self._tc(self.lab.wrap(node, ["tc"]), self.interface(port, twin), qdisc)
+            self._tc(["ip", "netns", "exec", self.lab.hub, "tc"], self.hub_end(node, port, twin), qdisc)
 
     def unshape(self, node: LabNode, port: int) -> None:
         for twin in (0, 1):
@@ -183,6 +188,13 @@ class FabricLab:
                 ip("-n", ns, "link", "add", name, "type", "veth", "peer", "name", peer, "netns", self.lab.hub)
                 ip("-n", self.lab.hub, "link", "set", peer, "mtu", str(HUB_MTU))
                 ip("-n", ns, "link", "set", name, "up")  # no carrier until cabled
+
+    @staticmethod
+    def _tc(tc: list[str], dev: str, netem: list[str]) -> None:
+        done = subprocess.run([*tc, "qdisc", "replace", "dev", dev, "root", *netem], capture_output=True,
+                              text=True, timeout=15)
+        if done.returncode != 0:
+            raise LabError(f"tc on {dev} failed: {done.stderr.strip()}")
 
     def _segment(self, ends: list[tuple[LabNode, int]], switch: bool) -> Cable:
         bridge = f"fc{len(self.cables) + 1}"

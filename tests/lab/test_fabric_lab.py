@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import sys
+import time
 
 import pytest
 
@@ -225,3 +226,58 @@ def test_slow_link_is_named(fabric_cluster, client_key):  # noqa: F811
     slow = [p for p in found.topology.problems if p.kind is ProblemKind.slow_link]
     assert len(slow) == 3 and "runs at 10 Gb/s, below the expected 200 Gb/s" in slow[0].message
     assert found.topology.kind is FabricKind.switch
+
+
+ENV_PROBE = ("echo fabric: NCCL=$NCCL_SOCKET_IFNAME GLOO=$GLOO_SOCKET_IFNAME UCX=$UCX_NET_DEVICES "
+             "OMPI=$OMPI_MCA_btl_tcp_if_include me={node_ip} head={head_ip}; "
+             "ping -c 1 -W 2 -M do -s 8972 {head_ip} >/dev/null && echo jumbo-ok; sleep 120")
+
+
+def test_direct_pair_applied_then_a_workload_starts_with_the_plans_environment(fabric_cluster, real_keyring):  # noqa: F811
+    cluster = fabric_cluster(2, "direct")
+    for step in (["cluster", "plan", *SPEED], ["cluster", "apply"]):
+        done = run_cli(cluster, real_keyring, *step, password=cluster.password if step[1] == "apply" else None)
+        assert done.returncode == 0, done.stdout + done.stderr
+    plan = FabricStore().applied()
+    assert plan is not None and plan.topology is FabricKind.direct
+    argv = json.dumps({"argv": ["sh", "-c", ENV_PROBE]})
+    done = run_cli(cluster, real_keyring, "workload", "start", "custom", "--nodes", "n1,n2", f"--set=custom={argv}",
+                   "--set=parallelism.data=2", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    workload_id = json.loads(done.stdout)["workload_id"]
+    try:
+        for rank, node in ((0, "n1"), (1, "n2")):
+            env = plan.env(node)
+            want = (f"fabric: NCCL={env['NCCL_SOCKET_IFNAME']} GLOO={env['GLOO_SOCKET_IFNAME']} "
+                    f"UCX={env['UCX_NET_DEVICES']} OMPI={env['OMPI_MCA_btl_tcp_if_include']} "
+                    f"me={plan.node(node).fabric_ip} head={plan.node('n1').fabric_ip}")
+            text = ""
+            for _ in range(100):
+                logs = run_cli(cluster, real_keyring, "workload", "logs", workload_id, "--rank", str(rank))
+                text = logs.stdout
+                if "jumbo-ok" in text:
+                    break
+                time.sleep(0.2)
+            assert want in text and "jumbo-ok" in text, text
+    finally:
+        stopped = run_cli(cluster, real_keyring, "workload", "stop", workload_id)
+        assert stopped.returncode == 0, stopped.stderr
+    assert run_cli(cluster, real_keyring, "cluster", "rollback", password=cluster.password).returncode == 0
+    assert pristine(cluster)
+
+
+def test_ring_of_four_and_a_cut_cable_opens_it(fabric_cluster, client_key):  # noqa: F811
+    cluster = fabric_cluster(4, "ring")
+    with open_fleet(cluster.ssh_lab, client_key) as fleet:
+        ops = FabricOperations(fleet)
+        found = ops.detect(cluster.names, VETH_SPEED_MBPS)
+        assert found.topology.kind is FabricKind.ring and len(found.topology.graph.cables) == 4
+        plan = make_plan(found.topology, found.reports)
+        assert any("ring of 4" in w for w in plan.warnings)
+        cluster.fabric.cut(cluster.nodes[2], 1)  # n3 port 1 <-> n4 port 0 unplugged at n3's end
+        found = ops.detect(cluster.names, VETH_SPEED_MBPS)
+    assert found.topology.kind is FabricKind.mixed
+    kinds = {p.kind for p in found.topology.problems}
+    assert ProblemKind.open_ring in kinds and ProblemKind.no_carrier in kinds
+    [open_ring] = [p for p in found.topology.problems if p.kind is ProblemKind.open_ring]
+    assert open_ring.nodes == ("n3", "n4")
