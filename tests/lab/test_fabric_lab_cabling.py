@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-
 import pytest
 
 from tests.lab.fabric_lab import CX7_INTERFACES, FabricLab
@@ -68,17 +66,18 @@ def test_a_shaped_port_caps_both_directions(lab_factory):
 
     def mbits(*extra: str) -> float:
         """One second of iperf3 from a to b (``-R``: b to a), as received."""
-        server = lab.popen(b, ["iperf3", "-s", "-B", "10.99.0.2", "-1"], stdout=subprocess.DEVNULL,
+        server = lab.popen(b, ["iperf3", "-s", "-B", "10.99.0.2", "-1", "--forceflush"], stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL)
         try:
-            for _ in range(50):
-                done = lab.exec(a, ["iperf3", "-c", "10.99.0.2", "-t", "1", "-J", *extra])
-                if done.returncode == 0:
-                    return json.loads(done.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
-                time.sleep(0.1)  # the server is not listening yet
-            raise AssertionError(done.stdout + done.stderr)
+            while "listening" not in lab.read_line(server, 10):
+                pass
+            done = lab.exec(a, ["iperf3", "-c", "10.99.0.2", "-t", "1", "-J", *extra])
+            result = json.loads(done.stdout)
+            assert done.returncode == 0 and "error" not in result, done.stdout
+            return result["end"]["sum_received"]["bits_per_second"] / 1e6
         finally:
             server.wait(10)
+            server.stdout.close()
 
     assert mbits() > 200  # a veth carries far more than the cap below
     fabric.shape(b, 0, rate="50mbit")
