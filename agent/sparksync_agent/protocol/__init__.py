@@ -10,7 +10,7 @@ agent exchange versions first (``POST /v1/hello``) and refuse a different
 MAJOR with an error naming both versions.
 """
 
-# One file per area (base, telemetry, workloads); both sides import every model from here.
+# One file per area (base, telemetry, workloads, fabric); both sides import every model from here.
 from sparksync_agent.protocol.base import (
     AGENT_VERSION,
     PROTOCOL_VERSION,
@@ -19,6 +19,19 @@ from sparksync_agent.protocol.base import (
     HelloReply,
     WireModel,
     protocol_major,
+)
+from sparksync_agent.protocol.fabric import (
+    FABRIC_MTU,
+    FabricApply,
+    FabricInterface,
+    FabricNeighbour,
+    FabricPort,
+    FabricReport,
+    FabricResult,
+    FabricRollback,
+    InterfacePlan,
+    NetworkInUse,
+    NodeFabricPlan,
 )
 from sparksync_agent.protocol.telemetry import (
     AgentStatus,
@@ -67,11 +80,20 @@ __all__ = [
     "EngineCheck",
     "EngineReport",
     "ErrorBody",
+    "FABRIC_MTU",
+    "FabricApply",
+    "FabricInterface",
+    "FabricNeighbour",
+    "FabricPort",
+    "FabricReport",
+    "FabricResult",
+    "FabricRollback",
     "GpuProcess",
     "GpuSample",
     "Hello",
     "HelloReply",
     "InterfaceKind",
+    "InterfacePlan",
     "LOG_GROUPS",
     "LogLine",
     "LogPage",
@@ -79,6 +101,8 @@ __all__ = [
     "NAME_PATTERN",
     "NO_TOKENS",
     "NetInterfaceSample",
+    "NetworkInUse",
+    "NodeFabricPlan",
     "NodeInfo",
     "PROTOCOL_VERSION",
     "RankLaunch",

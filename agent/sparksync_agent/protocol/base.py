@@ -6,7 +6,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparksync_agent._version import __version__ as AGENT_VERSION  # noqa: F401 - part of the protocol's exports
 
-PROTOCOL_VERSION = "1.1"  # 1.1: workloads, logs, engines; Sample.workloads; Snapshot.engines
+PROTOCOL_VERSION = "1.2"  # 1.1: workloads, logs, engines; Sample.workloads; Snapshot.engines
+# 1.2: the fabric: GET /v1/fabric (ports, cabling probe), POST /v1/fabric/apply and /rollback
 
 
 def protocol_major(version: str) -> int:
