@@ -83,7 +83,7 @@ def run_check(shell: NodeShell, links: FabricLinks, options: CheckOptions | None
         raise FabricCheckError("The fabric has no links to check; plan and apply the fabric first.")
     started = time.monotonic()
     nodes = links.nodes()
-    tested = test_links(links)
+    tested = measured_links(links)
     checks = {link.key: _link_check(link) for link in tested}
     node_tools = _tools(shell, nodes, tell)
     readings = _readings(shell, links, tell)
@@ -104,7 +104,7 @@ def run_check(shell: NodeShell, links: FabricLinks, options: CheckOptions | None
 # --- which links, in which order -----------------------------------------------------------------
 
 
-def test_links(links: FabricLinks) -> list[FabricLink]:
+def measured_links(links: FabricLinks) -> list[FabricLink]:
     """The links the check measures: each point-to-point link; on a switch, a pairing per subnet."""
     by_subnet: dict[str, list[FabricLink]] = {}
     for link in links.links:

@@ -11,8 +11,12 @@ depend on how the plan was made.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparksync.core.fabric.plan import FabricPlan
 
 CX7_LINE_RATE_MBPS = 200_000  # one ConnectX-7 port, as NVIDIA specifies it
 DEFAULT_MTU = 9000
@@ -113,3 +117,28 @@ class FabricLinks:
         """Only the links whose both ends are among ``names``."""
         wanted = set(names)
         return FabricLinks(tuple(link for link in self.links if set(link.nodes) <= wanted))
+
+
+def links_from_plan(plan: FabricPlan, name_of: Callable[[str], str | None] | None = None) -> FabricLinks:
+    """The plan's links, each end named by its node's name now (``name_of(node id)``, else the plan's label).
+
+    A cable's subnet is one link; a switch segment's subnet gives one link per
+    pair of its members. Twin links of one cable or segment share its ``cable``.
+    """
+    interfaces = {
+        (node_id, iface.name): (node, iface) for node_id, node in plan.nodes.items() for iface in node.interfaces
+    }
+    out: list[FabricLink] = []
+    for planned in plan.links:
+        ends = []
+        for member in planned.members:
+            node_id, _, iface_name = member.partition(":")
+            node, iface = interfaces[(node_id, iface_name)]
+            address = ipaddress.ip_interface(iface.address)
+            name = (name_of(node_id) if name_of else None) or node.name
+            ends.append(LinkEnd(name, iface.name, str(address.ip), address.network.prefixlen, iface.rdma_device))
+        cable = planned.key.rsplit("#", 1)[0]
+        for i, a in enumerate(ends):
+            for b in ends[i + 1:]:
+                out.append(FabricLink(a, b, mtu=plan.mtu, cable=cable))
+    return FabricLinks(tuple(out))

@@ -32,7 +32,9 @@ subnet with.
 from __future__ import annotations
 
 import logging
+import random
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -59,6 +61,7 @@ KNOWN_HOSTS = ".ssh/known_hosts"
 SSH_CONFIG = ".ssh/config"
 COMMAND_TIMEOUT_S = 60.0
 SSH_CONNECT_TIMEOUT_S = 5
+KEYSCAN_ATTEMPTS = 4
 
 Progress = Callable[["MeshProgress"], None]
 
@@ -250,15 +253,8 @@ def _verify(shell: NodeShell, plan: MeshPlan, name: str, tell: Progress) -> None
     targets = {addr: peer for peer in plan.peers(name) for addr in plan.routes(name, peer.name)}
     if not targets:
         raise MeshError(f"{name} shares no fabric subnet with any other node; apply the fabric plan first")
-    types = sorted({peer.host_key.key_type for peer in targets.values()})
-    argv = ["ssh-keyscan", "-T", str(SSH_CONNECT_TIMEOUT_S), "-t", ",".join(_keyscan_type(t) for t in types),
-            *targets]
-    result = shell.run(name, argv, COMMAND_TIMEOUT_S)
-    seen: dict[str, list[tuple[str, str]]] = {}
-    for line in result.stdout.decode(errors="replace").splitlines():
-        fields = line.split()
-        if len(fields) >= 3 and not line.startswith("#"):
-            seen.setdefault(fields[0], []).append((fields[1], fields[2]))
+    types = ",".join(_keyscan_type(t) for t in sorted({peer.host_key.key_type for peer in targets.values()}))
+    seen = _scan(shell, name, list(targets), types)
     known = shell.read(name, KNOWN_HOSTS)
     problems: list[str] = []
     mismatch = False
@@ -284,6 +280,31 @@ def _verify(shell: NodeShell, plan: MeshPlan, name: str, tell: Progress) -> None
         cls = MeshHostKeyMismatchError if mismatch else MeshError
         raise cls("; ".join(problems))
     tell(MeshProgress(name, "verify", "done", f"{len(targets)} peer address(es) present their pinned keys"))
+
+
+def _scan(shell: NodeShell, name: str, addresses: list[str], types: str) -> dict[str, list[tuple[str, str]]]:
+    """address -> [(key type, base64)] that ``name`` sees there.
+
+    sshd drops unauthenticated connections beyond its MaxStartups (10 by
+    default) at random, and every node scans every peer at once: an address
+    that gave no answer is asked again, alone, a few times.
+    """
+    seen: dict[str, list[tuple[str, str]]] = {}
+    pending = list(addresses)
+    for attempt in range(KEYSCAN_ATTEMPTS):
+        if not pending:
+            break
+        if attempt:
+            time.sleep(random.uniform(0.2, 0.8))
+        batches = [pending] if attempt == 0 else [[a] for a in pending]
+        for batch in batches:
+            argv = ["ssh-keyscan", "-T", str(SSH_CONNECT_TIMEOUT_S), "-t", types, *batch]
+            for line in shell.run(name, argv, COMMAND_TIMEOUT_S).stdout.decode(errors="replace").splitlines():
+                fields = line.split()
+                if len(fields) >= 3 and not line.startswith("#"):
+                    seen.setdefault(fields[0], []).append((fields[1], fields[2]))
+        pending = [a for a in pending if a not in seen]
+    return seen
 
 
 def _keyscan_type(key_type: str) -> str:
@@ -334,7 +355,11 @@ def _write(shell: NodeShell, plan: MeshPlan, name: str, keys: dict[str, str], un
     for step, relpath, change in (("authorize", AUTHORIZED_KEYS, authorize), ("known hosts", KNOWN_HOSTS, know),
                                   ("config", SSH_CONFIG, lambda c: mesh_files.set_config_block(c, block))):
         tell(MeshProgress(name, step, "running"))
-        _edit_recorded(shell, name, relpath, change, undo)
+        try:
+            _edit_recorded(shell, name, relpath, change, undo)
+        except (SparkSyncError, OSError) as exc:
+            tell(MeshProgress(name, step, "failed", str(exc)))
+            raise
         tell(MeshProgress(name, step, "done"))
 
 
