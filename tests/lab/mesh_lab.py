@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import secrets
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,7 +26,7 @@ from sparksync.core.fabric.topology import FabricKind
 from sparksync.core.nodes.registry import Registry
 
 from .fabric_lab import FabricLab
-from .netlab import LabNode
+from .netlab import LabError, LabNode
 from .sshd import SshLab
 
 TWIN_SUBNETS = ("10.101.0", "10.101.1")
@@ -82,3 +83,19 @@ def switch_plan(nodes: list[LabNode], fabric: FabricLab) -> FabricPlan:
              for twin in (0, 1)]
     return FabricPlan(plan_id=secrets.token_hex(6), created_at=datetime.now(timezone.utc),
                       topology=FabricKind.switch, mtu=MTU, nodes=plans, links=links)
+
+
+def shape_port(fabric: FabricLab, node: LabNode, port: int, rate: str) -> None:
+    """A ``tc tbf`` rate limit on both directions of a port's two twins (the node's end and the hub's).
+
+    tbf rather than netem: this kernel's netem is not always there (no sch_netem module).
+    """
+    lab = fabric.lab
+    for twin in (0, 1):
+        for argv, dev in ((lab.wrap(node, ["tc"]), fabric.interface(port, twin)),
+                          (["ip", "netns", "exec", lab.hub, "tc"], fabric.hub_end(node, port, twin))):
+            done = subprocess.run([*argv, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate,
+                                   "burst", "64kb", "latency", "100ms"],
+                                  capture_output=True, text=True, timeout=15)
+            if done.returncode != 0:
+                raise LabError(f"tc on {dev} failed: {done.stderr.strip()}")

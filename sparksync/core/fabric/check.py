@@ -318,9 +318,11 @@ def iperf3_once(shell: NodeShell, link: FabricLink, reverse: bool, options: Chec
         for _attempt in range(CONNECT_RETRIES):
             result = _run(shell, link.a.node, argv, timeout)
             text = result.stdout.decode(errors="replace")
-            if result.exit_status != 0 and tools.iperf3_refused(text) and server.alive():
-                time.sleep(RETRY_DELAY_S)
-                continue
+            if tools.iperf3_refused(text):  # iperf3 3.12 -J exits 0 even then
+                if server.alive():
+                    time.sleep(RETRY_DELAY_S)
+                    continue
+                raise tools.ToolOutputError(f"the iperf3 server on {link.b.node} ended: {server.output()}")
             return tools.iperf3_gbps(text)
     raise tools.ToolOutputError(f"iperf3 on {link.b.node} did not start listening on {link.b.address}")
 
@@ -348,6 +350,14 @@ class _Server:
 
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    def output(self) -> str:
+        """What the server said, once it ended (for an error message)."""
+        self._thread.join(5)
+        if isinstance(self.result, CommandResult):
+            text = _text(self.result).strip()
+            return text.splitlines()[-1] if text else f"exit status {self.result.exit_status}"
+        return str(self.result)
 
     def __enter__(self) -> _Server:
         self._thread.start()

@@ -119,7 +119,9 @@ class FabricLinks:
         return FabricLinks(tuple(link for link in self.links if set(link.nodes) <= wanted))
 
 
-def links_from_plan(plan: FabricPlan, name_of: Callable[[str], str | None] | None = None) -> FabricLinks:
+def links_from_plan(
+    plan: FabricPlan, name_of: Callable[[str], str | None] | None = None, line_rate_mbps: int = CX7_LINE_RATE_MBPS
+) -> FabricLinks:
     """The plan's links, each end named by its node's name now (``name_of(node id)``, else the plan's label).
 
     A cable's subnet is one link; a switch segment's subnet gives one link per
@@ -140,5 +142,5 @@ def links_from_plan(plan: FabricPlan, name_of: Callable[[str], str | None] | Non
         cable = planned.key.rsplit("#", 1)[0]
         for i, a in enumerate(ends):
             for b in ends[i + 1:]:
-                out.append(FabricLink(a, b, mtu=plan.mtu, cable=cable))
+                out.append(FabricLink(a, b, mtu=plan.mtu, line_rate_mbps=line_rate_mbps, cable=cable))
     return FabricLinks(tuple(out))
