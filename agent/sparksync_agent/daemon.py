@@ -18,6 +18,7 @@ from sparksync_agent.collectors import CollectorSet
 from sparksync_agent.collectors.defaults import default_collectors
 from sparksync_agent.collectors.nodeinfo import read_node_info
 from sparksync_agent.engines.detect import EngineDetector
+from sparksync_agent.fabric.service import FabricService
 from sparksync_agent.errors import PortInUseError, StateDirError
 from sparksync_agent.runtime import AgentOptions, AgentRuntime
 from sparksync_agent.state import (
@@ -112,6 +113,7 @@ def build_runtime(options: AgentOptions) -> tuple[AgentRuntime, str]:
     collectors = CollectorSet(default_collectors(workloads=supervisor.board))
     runtime = AgentRuntime(options, node_id, info, collectors)
     runtime.supervisor, runtime.engines = supervisor, EngineDetector()
+    runtime.fabric = FabricService(node_id, state_dir)
     return runtime, token
 
 

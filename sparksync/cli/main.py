@@ -15,6 +15,7 @@ from sparksync import __version__
 from sparksync.cli.apps import app
 from sparksync.cli.bench import bench
 from sparksync.cli.bundle import bundle
+from sparksync.cli.cluster import cluster
 from sparksync.cli.deploy import deploy
 from sparksync.cli.engine import engine
 from sparksync.cli.node import node
@@ -53,6 +54,7 @@ node.add_command(deploy)
 cli.add_command(node)
 cli.add_command(bench)
 cli.add_command(bundle)
+cli.add_command(cluster)
 cli.add_command(plan)
 cli.add_command(switchyard)
 cli.add_command(app)

@@ -95,6 +95,7 @@ class FabricApply(WireModel):
 
 class FabricRollback(WireModel):
     sudo_password: str = Field(repr=False, description="Handed to sudo on stdin; never stored.")
+    last: bool = Field(False, description="Undo only the last apply (an all-or-nothing apply that failed elsewhere).")
 
 
 class FabricResult(WireModel):

@@ -27,10 +27,15 @@ from sparksync_agent.protocol import (
     PROTOCOL_VERSION,
     AgentStatus,
     EngineReport,
+    FabricApply,
+    FabricReport,
+    FabricResult,
+    FabricRollback,
     Hello,
     HelloReply,
     LogLine,
     LogPage,
+    NodeFabricPlan,
     RankLaunch,
     RankStart,
     RankStatus,
@@ -228,6 +233,30 @@ class AgentClient:
             params={"refresh": refresh},
             timeout=timeout,
         )
+
+    # --- fabric ------------------------------------------------------------
+
+    def fabric(self, probe: bool = True) -> FabricReport:
+        """The node's CX-7 ports and, with ``probe``, the MACs that answer on each (about a second)."""
+        timeout = httpx.Timeout(self.timeout, read=self.timeout + 15.0)
+        return self._call("GET", "/v1/fabric", FabricReport, "reading the fabric", params={"probe": probe},
+                          timeout=timeout)
+
+    def fabric_apply(self, plan: NodeFabricPlan, sudo_password: str) -> FabricResult:
+        """The node's part of a plan, applied by its root helper through sudo (the password is used once)."""
+        body = FabricApply(plan=plan, sudo_password=sudo_password).model_dump(mode="json")
+        return self._call("POST", "/v1/fabric/apply", FabricResult, f"applying fabric plan {plan.plan_id}",
+                          json=body, timeout=self._helper_timeout())
+
+    def fabric_rollback(self, sudo_password: str, last: bool = False) -> FabricResult:
+        """Back to the fabric before SparkSync (``last``: undo only the last apply)."""
+        body = FabricRollback(sudo_password=sudo_password, last=last).model_dump(mode="json")
+        return self._call("POST", "/v1/fabric/rollback", FabricResult, "rolling the fabric back", json=body,
+                          timeout=self._helper_timeout())
+
+    def _helper_timeout(self) -> httpx.Timeout:
+        # sudo, netplan generate and netplan apply: the helper may take a minute or two.
+        return httpx.Timeout(self.timeout, read=self.timeout + 200.0)
 
     # --- lifecycle ---------------------------------------------------------
 

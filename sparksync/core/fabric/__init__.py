@@ -25,9 +25,17 @@ from sparksync.core.fabric.plan import (
     NodePlan,
     PlannedInterface,
     PlannedLink,
+    check_plan,
     make_plan,
     node_env,
     ring_warning,
+)
+from sparksync.core.fabric.operations import (
+    ApplyReport,
+    Detection,
+    FabricOperations,
+    FabricProgress,
+    NodeOutcome,
 )
 from sparksync.core.fabric.store import FabricStore, PlanState, StoredFabric, fabric_store_path
 from sparksync.core.fabric.topology import (
@@ -41,6 +49,7 @@ from sparksync.core.fabric.topology import (
 )
 
 __all__ = [
+    "ApplyReport", "Detection", "FabricOperations", "FabricProgress", "NodeOutcome", "check_plan",
     "CX7_SPEED_MBPS", "DEFAULT_BASE", "DEFAULT_PREFIX", "ENV_KEYS", "CablingGraph", "FabricApplyError",
     "FabricKind", "FabricPlan", "FabricPlanError", "FabricProblem", "FabricSetupError", "FabricStore",
     "FabricStoreError", "FabricTopology", "NodePlan", "PlanState", "PlannedInterface", "PlannedLink", "PortEnd",

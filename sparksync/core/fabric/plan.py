@@ -166,6 +166,23 @@ def make_plan(
     )  # fmt: skip
 
 
+def check_plan(plan: FabricPlan, reports: Mapping[str, FabricReport]) -> None:
+    """Before an apply: the plan still fits the nodes as they are now (node name -> a fresh report)."""
+    for node in plan.nodes.values():
+        report = reports.get(node.name)
+        if report is None:
+            raise FabricPlanError(f"{node.name} is in the plan but was not read; plan again")
+        if report.node_id != node.node_id:
+            raise FabricPlanError(
+                f"{node.name} is now another machine (node id {report.node_id[:8]}, planned for "
+                f"{node.node_id[:8]}); plan again")
+        present = {i.name for i in report.interfaces}
+        missing = [i.name for i in node.interfaces if i.name not in present]
+        if missing:
+            raise FabricPlanError(f"{node.name} no longer has {', '.join(missing)}; detect and plan again")
+    _refuse_clashes(plan.links, reports)
+
+
 def node_env(interfaces: Sequence[PlannedInterface]) -> dict[str, str]:
     """The fabric environment of one node's planned interfaces (primary first)."""
     names = ",".join(i.name for i in interfaces)
