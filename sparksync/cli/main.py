@@ -16,6 +16,7 @@ from sparksync.cli.apps import app
 from sparksync.cli.bench import bench
 from sparksync.cli.bundle import bundle
 from sparksync.cli.cluster import cluster
+from sparksync.cli.cluster_mesh import add_mesh_commands
 from sparksync.cli.deploy import deploy
 from sparksync.cli.engine import engine
 from sparksync.cli.node import node
@@ -54,6 +55,7 @@ node.add_command(deploy)
 cli.add_command(node)
 cli.add_command(bench)
 cli.add_command(bundle)
+add_mesh_commands(cluster)
 cli.add_command(cluster)
 cli.add_command(plan)
 cli.add_command(switchyard)

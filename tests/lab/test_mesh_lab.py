@@ -172,3 +172,27 @@ def test_a_node_failing_mid_setup_leaves_no_node_half_configured(fabric_nodes, c
             assert b"sparksync" not in read(ssh_file(lab, node, "config"))
     assert {(e.node, e.step, e.state) for e in events} >= {("n1", "undo", "done"), ("n2", "config", "failed")}
     assert load_mesh().members == {}
+
+
+def test_the_cli_sets_up_checks_the_mesh_and_runs_the_acceptance_test(fabric_nodes, real_keyring):  # noqa: F811
+    import json
+
+    from tests.lab.test_fleet_lab import cli_env, sparksync
+
+    lab = fabric_nodes(3)
+    env = cli_env(real_keyring)
+    done = sparksync(lab.ssh_lab, env, "cluster", "mesh", "--json")
+    assert done.returncode == 0, done.stderr
+    made = json.loads(done.stdout)
+    assert sorted(made["created"]) == ["n1", "n2", "n3"] and "n2: config ok" in done.stderr
+    done = sparksync(lab.ssh_lab, env, "cluster", "mesh", "check", "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert json.loads(done.stdout)["checked"] == 3 * 2 * 2
+    done = sparksync(lab.ssh_lab, env, "cluster", "check", "--json", "--seconds", "1", "--line-rate", "1")
+    assert done.returncode == 0, done.stderr + done.stdout
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "pass" and report["id"] == 1 and "n1: iperf3 ok" in done.stderr
+    figures = [m for link in report["links"] for m in link["measurements"] if m["test"] == "iperf3"]
+    assert figures and all(m["percent_of_line"] > 50 for m in figures)
+    listed = sparksync(lab.ssh_lab, env, "cluster", "check", "--list", "--json")
+    assert [row["id"] for row in json.loads(listed.stdout)] == [1]
