@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from functools import partial
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -89,13 +90,11 @@ def run_check(shell: NodeShell, links: FabricLinks, options: CheckOptions | None
     readings = _readings(shell, links, tell)
     for link in tested:
         checks[link.key].measurements += _port_checks(link, readings)
-    _parallel([lambda link=link: _ping(shell, link, checks[link.key], node_tools, tell) for link in tested])
+    _parallel([partial(_ping, shell, link, checks[link.key], node_tools, tell) for link in tested])
     for round_ in rounds(tested):
-        _parallel([lambda link=link: _iperf3(shell, link, checks[link.key], node_tools, options, tell)
-                   for link in round_])
+        _parallel([partial(_iperf3, shell, link, checks[link.key], node_tools, options, tell) for link in round_])
     for round_ in rounds(tested):
-        _parallel([lambda link=link: _rdma(shell, link, checks[link.key], node_tools, options, tell)
-                   for link in round_])
+        _parallel([partial(_rdma, shell, link, checks[link.key], node_tools, options, tell) for link in round_])
     cluster = [_all_gather(shell, links, node_tools, options, tell)] if options.nccl else []
     return FabricCheckReport(topology=options.topology, nodes=nodes, links=list(checks.values()), cluster=cluster,
                              duration_s=time.monotonic() - started)
@@ -182,7 +181,7 @@ def _tools(shell: NodeShell, nodes: list[str], tell: Progress) -> dict[str, set[
             found[node] = have
         tell(CheckProgress(node, "tools", "done", ", ".join(sorted(have)) or "none"))
 
-    _parallel([lambda node=node: one(node) for node in nodes])
+    _parallel([partial(one, node) for node in nodes])
     return found
 
 
@@ -204,7 +203,7 @@ def _readings(shell: NodeShell, links: FabricLinks, tell: Progress) -> dict[str,
         with lock:
             found[node] = value
 
-    _parallel([lambda node=node: one(node) for node in links.nodes()])
+    _parallel([partial(one, node) for node in links.nodes()])
     return found
 
 

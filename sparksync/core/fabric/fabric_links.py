@@ -32,7 +32,7 @@ class LinkEnd:
 
     @property
     def network(self) -> ipaddress.IPv4Network:
-        return ipaddress.ip_interface(f"{self.address}/{self.prefix_len}").network
+        return ipaddress.IPv4Interface(f"{self.address}/{self.prefix_len}").network
 
     def __str__(self) -> str:
         return f"{self.node}:{self.iface}"

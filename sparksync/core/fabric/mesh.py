@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -383,7 +384,7 @@ def _undo_all(shell: NodeShell, undo: dict[str, _Undo], tell: Progress) -> None:
         try:
             for relpath, (before, written) in record.files.items():
                 # Put back what was there, unless someone changed the file since we wrote it.
-                shell.edit(name, relpath, lambda now, b=before, w=written: b if now == w else now)
+                shell.edit(name, relpath, partial(_put_back, before, written))
             if record.key_created:
                 key = mesh_files.MESH_KEY_FILE
                 shell.run(name, script('rm -f "$HOME/$1" "$HOME/$1.pub"', key), COMMAND_TIMEOUT_S)
@@ -395,6 +396,10 @@ def _undo_all(shell: NodeShell, undo: dict[str, _Undo], tell: Progress) -> None:
 
     with ThreadPoolExecutor(max(1, len(undo)), thread_name_prefix="mesh-undo") as pool:
         list(pool.map(one, list(undo)))
+
+
+def _put_back(before: bytes, written: bytes, now: bytes) -> bytes:
+    return before if now == written else now
 
 
 def _run(shell: NodeShell, name: str, argv: list[str], what: str) -> str:
