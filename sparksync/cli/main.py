@@ -23,7 +23,7 @@ COMMANDS = {
     "workload": "sparksync.cli.workload:workload",
     "engine": "sparksync.cli.engine:engine",
     "bench": "sparksync.cli.bench:bench",
-    "cluster": "sparksync.cli.cluster:cluster",
+    "cluster": "sparksync.cli.cluster_group:cluster",
     "plan": "sparksync.cli.plan:plan",
     "switchyard": "sparksync.cli.switchyard:switchyard",
     "bundle": "sparksync.cli.bundle:bundle",

@@ -76,6 +76,7 @@ from sparksync.gui.placeholders import PLACEHOLDERS, PlaceholderTab
 from sparksync.gui.settings.settings_dialog import SettingsDialog
 from sparksync.gui.switchyard.switchyard_view import SwitchyardView, app_watch
 from sparksync.gui.theme import apply_theme
+from sparksync.gui.topology.cluster_assistant import ClusterAssistantView
 from sparksync.gui.topology.topology_view import TopologyView
 from sparksync.gui.tray.notifier import Notifier
 from sparksync.gui.workers import Jobs
@@ -170,8 +171,10 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.nodes_panel, "Nodes")
         self.benchmarks = BenchmarksPanel(parent=self)
         self.topology = TopologyView(self)
+        # The Topology tab is the cluster assistant; the live topology is one of its pages.
+        self.cluster = ClusterAssistantView(self.the_fleet, self.topology, self)
         self.workloads = WorkloadsPanel(actions=self.actions, fleet=self.the_fleet, parent=self)
-        panels = {"Benchmarks": self.benchmarks, "Topology": self.topology, "Workloads": self.workloads}
+        panels = {"Benchmarks": self.benchmarks, "Topology": self.cluster, "Workloads": self.workloads}
         self.placeholders = {
             title: PlaceholderTab(title, self) for title in PLACEHOLDERS if title not in panels
         }
@@ -228,6 +231,8 @@ class MainWindow(QMainWindow):
         self.workloads.status_message.connect(self._on_dashboard_status_message)
         self.workloads.error_raised.connect(self._on_jobs_error_raised)
         self.switchyard.status_message.connect(self._on_dashboard_status_message)
+        self.cluster.status_message.connect(self._on_dashboard_status_message)
+        self.cluster.error_raised.connect(self._on_jobs_error_raised)
         self.switchyard.error_raised.connect(self._on_jobs_error_raised)
         self.workloads.workload_failed.connect(self.notifier.workload_failed)
         if self.local_model is not None:
@@ -270,6 +275,8 @@ class MainWindow(QMainWindow):
         # A recorded workload that fails is told from the start, not only once its tab is shown.
         self.workloads.watch_if_recorded()
         self.switchyard.start()
+        # The newest fabric check (a file read, in a worker): the tray says at once when it found trouble.
+        self.cluster.load()
 
     def _has_fleet(self) -> bool:
         return callable(getattr(self.actions, "fleet", None))
@@ -367,6 +374,9 @@ class MainWindow(QMainWindow):
         if tray is not None:
             self.nodes_panel.rows.add_listener(tray.on_rows_changed)
             self.nodes_panel.paired_changed.connect(lambda nodes: tray.set_nodes([n.name for n in nodes]))
+            self.cluster.fabric_health_changed.connect(tray.set_fabric_health)
+            if self.cluster.health:
+                tray.set_fabric_health(self.cluster.health)
 
     def _on_tabs_current_changed(self, _index: int) -> None:
         if self.tabs.currentWidget() is self.nodes_panel:
@@ -454,6 +464,7 @@ class MainWindow(QMainWindow):
         self.workloads.shutdown(0)  # a launch in progress is cancelled: it stops what it had started
         switchyard = self.switchyard
         switchyard.shutdown(0)
+        cluster_jobs = self.cluster.jobs
         local_model = self.local_model
         if local_model is not None:
             local_model.shutdown()
@@ -467,6 +478,7 @@ class MainWindow(QMainWindow):
                         WORKLOADS_STOP_WAIT_S,
                     )
                 switchyard.jobs.wait()  # its poll may use a tunnel on the fleet: closed before it
+                cluster_jobs.wait(WORKLOADS_STOP_WAIT_S)  # a check or mesh runs over the fleet's transports
                 if local_model is not None:
                     local_model.jobs.wait(WORKLOADS_STOP_WAIT_S)  # its answers stop at once; a start ends
                 switchyard.watch.close()

@@ -131,7 +131,8 @@ def local_snapshot():
 def test_the_windows_topology_tab_is_fed_by_the_real_local_agent(qtbot, live_window):
     """The real path: a local agent's samples reach the Topology tab through the window's feed."""
     win = live_window
-    win.tabs.setCurrentWidget(win.topology)
+    win.tabs.setCurrentWidget(win.cluster)  # the Topology tab: the cluster assistant
+    win.cluster.pages.setCurrentWidget(win.topology)  # its live traffic page
     qtbot.waitUntil(lambda: win.topology.topology is not None and win.node in win.topology.topology.nodes,
                     timeout=30_000)
     assert "Topology:" in win.topology.summary.text()

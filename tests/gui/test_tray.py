@@ -235,3 +235,21 @@ def test_a_failed_run_last_from_the_tray_is_notified(qtbot, tray_for, tmp_path):
         tray.menu_actions["last_benchmark"].trigger()
     assert shown.args[0] == "SparkSync" and "run it from the dialog" in shown.args[1]
     assert panel.wait(10)
+
+
+def test_a_degraded_fabric_shows_in_the_tooltip_the_menu_and_a_notification(tray_for):
+    tray = tray_for(FakeActions(), ClusterSummary(2, 2, 1e9, None))
+    shown = []
+    tray.notifier.shown.connect(lambda *args: shown.append(args))
+    tray.refresh()
+    assert tray.health is Health.ONLINE and "fabric" not in tray.menu_actions
+    problem = "Fabric degraded: 2 of 8 links flagged (iperf3 n3 -> n4 0.09 Gb/s, 9 % of line rate)"
+    tray.set_fabric_health(problem)
+    assert tray.health is Health.DEGRADED
+    assert tray.tooltip() == f"SparkSync: 2/2 online, 1 GB used\n{problem}"
+    assert tray.menu_actions["fabric"].text() == f"⚠ {problem}"
+    assert [(s[0], s[1]) for s in shown] == [("The cluster fabric is degraded", problem)]
+    tray.set_fabric_health(problem)  # the same news again: told once
+    assert len(shown) == 1
+    tray.set_fabric_health(None)
+    assert tray.health is Health.ONLINE and "fabric" not in tray.menu_actions

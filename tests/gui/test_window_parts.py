@@ -41,7 +41,8 @@ def test_tabs_and_placeholders_say_what_they_will_show(window_for):
     titles = [win.tabs.tabText(i) for i in range(win.tabs.count())]
     assert titles == ["Dashboard", "Nodes", "Workloads", "Benchmarks", "Topology"]
     assert win.tabs.widget(2) is win.workloads
-    assert win.tabs.widget(3) is win.benchmarks and win.tabs.widget(4) is win.topology
+    assert win.tabs.widget(3) is win.benchmarks and win.tabs.widget(4) is win.cluster
+    assert win.cluster.pages.widget(1) is win.topology  # the live topology, a page of the cluster assistant
     assert set(win.placeholders) == set()
 
 

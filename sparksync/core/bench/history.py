@@ -8,7 +8,8 @@ a row's tail in overflow pages, so a listing never even touches the blobs.
 The same file holds the Switchyard eval reports and sweeps
 (``switchyard_evals``, ``switchyard_sweeps``, see
 ``sparksync.switchyard.eval.history``), so one history backs the Benchmarks
-panel.
+panel, and the fabric acceptance checks (``fabric_checks``, schema version 5,
+see ``sparksync.core.fabric.check_history``).
 
 A run names the nodes it ran on, and keeps each one's stable id beside
 (``node_ids_json``, schema version 3), so a renamed node's runs show its
@@ -174,7 +175,28 @@ _V4 = (
     )""",
     "CREATE INDEX switchyard_sweeps_by_time ON switchyard_sweeps (created_at DESC, id DESC)",
 )
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4)
+# Version 5: the fabric acceptance checks (``sparksync.core.fabric.check_history``): one row per check,
+# the figures the listing needs as columns, the whole report as JSON.
+_V5 = (
+    """CREATE TABLE fabric_checks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        verdict TEXT NOT NULL CHECK (verdict IN ('pass', 'degraded', 'fail', 'not run')),
+        topology TEXT,
+        cluster_size INTEGER NOT NULL CHECK (cluster_size BETWEEN 1 AND 8),
+        links INTEGER NOT NULL,
+        flagged INTEGER NOT NULL,
+        not_run INTEGER NOT NULL,
+        min_tcp_gbps REAL,
+        min_rdma_gbps REAL,
+        busbw_gbps REAL,
+        duration_s REAL NOT NULL,
+        node_ids_json TEXT NOT NULL DEFAULT '{}',
+        report_json TEXT NOT NULL
+    )""",
+    "CREATE INDEX fabric_checks_by_time ON fabric_checks (created_at DESC, id DESC)",
+)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3, _V4, _V5)
 
 _LIST_COLUMNS = ("id", "created_at", "kind", "status", "model", "profile_name", "cluster_size", "topology",
                  "collective_backend", "label", "sweep_id", "decode_tps", "prefill_tps", "ttft_ms",

@@ -63,22 +63,39 @@ def read_authorized_keys(transport: paramiko.Transport) -> bytes:
 
 def edit_authorized_keys(transport: paramiko.Transport, change: Callable[[bytes], bytes], where: str) -> bool:
     """Replace the file's content with ``change(content)``; True when that changed anything."""
+    return edit_ssh_file(transport, AUTHORIZED_KEYS, change, where)
+
+
+def edit_ssh_file(
+    transport: paramiko.Transport, relpath: str, change: Callable[[bytes], bytes], where: str
+) -> bool:
+    """The same locked, atomic edit for any file under ``~/.ssh`` (``relpath`` from the home)."""
     try:
         with _node_lock(transport, where), _sftp(transport) as sftp:
-            return _edit(sftp, change)
+            return _edit(sftp, change, relpath)
     except (OSError, paramiko.SSHException, EOFError) as exc:
         raise PairingError(
-            f"Could not update ~/{AUTHORIZED_KEYS} on {where} ({exc or type(exc).__name__}). Check that the "
+            f"Could not update ~/{relpath} on {where} ({exc or type(exc).__name__}). Check that the "
             "account's home and ~/.ssh belong to it and are writable, then try again."
         ) from exc
 
 
-def _edit(sftp: paramiko.SFTPClient, change: Callable[[bytes], bytes]) -> bool:
-    path, old, mode = _current(sftp)
+def read_ssh_file(transport: paramiko.Transport, relpath: str) -> bytes:
+    """A file under ``~/.ssh`` (``b""`` when there is none)."""
+    with _sftp(transport) as sftp:
+        try:
+            with sftp.open(relpath, "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return b""
+
+
+def _edit(sftp: paramiko.SFTPClient, change: Callable[[bytes], bytes], relpath: str = AUTHORIZED_KEYS) -> bool:
+    path, old, mode = _current(sftp, relpath)
     new = change(old)
     if new == old:
         return False
-    temp = posixpath.join(posixpath.dirname(path), f".authorized_keys.sparksync-{secrets.token_hex(4)}")
+    temp = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.sparksync-{secrets.token_hex(4)}")
     try:
         with sftp.open(temp, "wb") as handle:
             sftp.chmod(temp, mode)
@@ -91,13 +108,13 @@ def _edit(sftp: paramiko.SFTPClient, change: Callable[[bytes], bytes]) -> bool:
     return True
 
 
-def _current(sftp: paramiko.SFTPClient) -> tuple[str, bytes, int]:
+def _current(sftp: paramiko.SFTPClient, relpath: str = AUTHORIZED_KEYS) -> tuple[str, bytes, int]:
     """The real path (a symlinked file is edited where it lives), content and mode."""
     try:
-        path = sftp.normalize(AUTHORIZED_KEYS)
+        path = sftp.normalize(relpath)
         mode = stat.S_IMODE(sftp.stat(path).st_mode or 0o600)  # a server may leave the mode out
     except FileNotFoundError:
-        return posixpath.join(sftp.normalize(SSH_DIR), "authorized_keys"), b"", 0o600
+        return posixpath.join(sftp.normalize(SSH_DIR), posixpath.basename(relpath)), b"", 0o600
     with sftp.open(path, "rb") as handle:
         return path, handle.read(), mode
 

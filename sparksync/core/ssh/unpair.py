@@ -70,6 +70,8 @@ def unpair_node(
             "the agent by hand: rm -rf ~/.local/share/sparksync-agent ~/.local/state/sparksync-agent"
         )
     key = None if forget else (client_key() if callable(client_key) else client_key)
+    # First, while every node still trusts it: its mesh key and host key off the other nodes.
+    warnings = _leave_mesh(node, registry, key, client_key, forget, dialer, settings)
     agent: list[str] = []
     removed = (
         False
@@ -78,7 +80,8 @@ def unpair_node(
     )
     registry.remove(name)
     _forget_state(node)
-    secrets_removed, warnings = _remove_secrets(node, secrets or SecretStore())
+    secrets_removed, secret_warnings = _remove_secrets(node, secrets or SecretStore())
+    warnings += secret_warnings
     if key is not None:
         refresh_ssh_export(registry, key)
     if forget:
@@ -110,6 +113,52 @@ def _remove_our_key(
         return uninstall_key(transport, key.public_line(), endpoint.where)
     finally:
         transport.close()
+
+
+def _leave_mesh(
+    node: PairedNode,
+    registry: Registry,
+    key: ClientKey | None,
+    client_key: ClientKey | Callable[[], ClientKey],
+    forget: bool,
+    dialer: Dialer | None,
+    settings: SshSettings | None,
+) -> list[str]:
+    """Take the node's mesh key and host key off every other node of the fabric mesh.
+
+    Refuses the unpair (nothing changed here) when a node still holding them
+    cannot be reached, unless ``forget``: then what is left is a warning.
+    """
+    from sparksync.core.fabric.mesh import forget_member, load_mesh, remove_from_mesh  # the fabric builds on this
+    from sparksync.core.fabric.node_shell import TransportShell
+    from sparksync.core.ssh.transports import NodeTransports
+
+    mesh = load_mesh()
+    if node.node_id not in mesh.members:
+        return []
+    others = [n.name for n in registry.list() if n.node_id != node.node_id and n.node_id in mesh.members]
+    if not others:
+        forget_member(node.node_id)
+        return []
+    try:
+        key = key or (client_key() if callable(client_key) else client_key)
+    except SparkSyncError as exc:
+        return [f"{node.name}'s mesh key may still be on {', '.join(others)} ({exc}); run "
+                "`sparksync cluster mesh` again to rewrite the mesh."]
+    with NodeTransports(key, registry, dialer=dialer, settings=settings) as transports:
+        removal = remove_from_mesh(TransportShell(lambda: transports, registry), node.node_id, others)
+    if not removal.failed:
+        return []
+    where = "; ".join(f"{name}: {why}" for name, why in sorted(removal.failed.items()))
+    if forget:
+        return [f"{node.name}'s mesh key and host key are still on {', '.join(sorted(removal.failed))} ({where}); "
+                "remove its 'sparksync-mesh:' lines from ~/.ssh/authorized_keys and ~/.ssh/known_hosts there."]
+    raise UnpairError(
+        f"Cannot unpair {node.name!r} yet: its node-to-node SSH key could not be removed from "
+        f"{', '.join(sorted(removal.failed))} ({where}). It was removed from "
+        f"{', '.join(removal.cleaned) or 'no other node'}; {node.name} stays paired. Try again when those nodes "
+        f"are reachable, or use `sparksync node unpair {node.name} --forget` to leave it there."
+    )
 
 
 def _forget_state(node: PairedNode) -> None:

@@ -87,6 +87,7 @@ class Tray(QObject):
         self._open: set[tuple[str, str]] = set()  # (node, app name) open now
         self._states: dict[str, NodeState] = {}
         self._went_offline: set[str] = set()  # told "offline", not yet told "online again"
+        self.fabric_health: str | None = None  # the newest fabric check's problem, None: healthy or unchecked
         self._build_menu()
         if workloads is not None:
             workloads.last_changed.connect(self._build_menu)
@@ -114,9 +115,21 @@ class Tray(QObject):
 
     def refresh(self) -> None:
         summary = self._summary()
-        self.health = summary.health
-        self.icon.setIcon(health_icon(summary.health))
-        self.icon.setToolTip(f"SparkSync: {self._summary_text(summary)}")
+        health = Health.DEGRADED if self.fabric_health and summary.health is Health.ONLINE else summary.health
+        self.health = health
+        self.icon.setIcon(health_icon(health))
+        fabric = f"\n{self.fabric_health}" if self.fabric_health else ""
+        self.icon.setToolTip(f"SparkSync: {self._summary_text(summary)}{fabric}")
+
+    def set_fabric_health(self, problem: str | None) -> None:
+        """The fabric's newest acceptance check: ``problem`` says how it is degraded (None: healthy)."""
+        if problem == self.fabric_health:
+            return
+        self.fabric_health = problem
+        if problem:
+            self.notifier.notify("The cluster fabric is degraded", problem, "warning")
+        self._build_menu()
+        self.refresh()
 
     def tooltip(self) -> str:
         return self.icon.toolTip()
@@ -131,6 +144,9 @@ class Tray(QObject):
         self.menu.clear()
         self.menu_actions.clear()
         self._add("open_dashboard", "Open dashboard", self._open_dashboard)
+        if self.fabric_health:
+            self._add("fabric", f"⚠ {self.fabric_health}", None,
+                      "From the newest `sparksync cluster check`; its figures are in the Topology tab.").setEnabled(False)
         self.menu.addSeparator()
         self._add("connect_all", "Connect all", self.connect_all)
         self._add("disconnect_all", "Disconnect all", self.disconnect_all)

@@ -169,7 +169,7 @@ def test_a_version_2_history_is_migrated_and_its_runs_find_their_nodes(tmp_path)
     (a,) = _paired("spark-1")
     Registry().rename("spark-1", "rack-1")  # renamed before this SparkSync first opened the file
     history = HistoryStore(path)
-    assert user_version(path) == len(MIGRATIONS) == 4
+    assert user_version(path) == len(MIGRATIONS) == 5
     with sqlite3.connect(path) as conn:
         (ids,) = conn.execute("SELECT node_ids_json FROM runs").fetchone()
     assert json.loads(ids) == {"spark-1": a.node_id}  # the former name found the node; "gone" has none
