@@ -19,6 +19,7 @@ from sparksync_agent.collectors.defaults import default_collectors
 from sparksync_agent.collectors.nodeinfo import read_node_info
 from sparksync_agent.engines.detect import EngineDetector
 from sparksync_agent.errors import PortInUseError, StateDirError
+from sparksync_agent.models import JobBoard, ModelStore, workloads_using
 from sparksync_agent.runtime import AgentOptions, AgentRuntime
 from sparksync_agent.state import (
     Endpoint,
@@ -112,6 +113,8 @@ def build_runtime(options: AgentOptions) -> tuple[AgentRuntime, str]:
     collectors = CollectorSet(default_collectors(workloads=supervisor.board))
     runtime = AgentRuntime(options, node_id, info, collectors)
     runtime.supervisor, runtime.engines = supervisor, EngineDetector()
+    runtime.models = ModelStore(state_dir, in_use=lambda paths: workloads_using(supervisor, paths))
+    runtime.model_jobs = JobBoard(runtime.models)
     return runtime, token
 
 

@@ -18,6 +18,7 @@ from sparksync_agent.sampler import Sampler
 if TYPE_CHECKING:
     from sparksync_agent.advertise import Advertiser
     from sparksync_agent.engines.detect import EngineDetector
+    from sparksync_agent.models import JobBoard, ModelStore
     from sparksync_agent.supervisor.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ class AgentRuntime:
         self.advertiser: Advertiser | None = None  # while mDNS is on
         self.supervisor: Supervisor | None = None  # the daemon sets it
         self.engines: EngineDetector | None = None  # the daemon sets it
+        self.models: ModelStore | None = None  # the daemon sets it
+        self.model_jobs: JobBoard | None = None  # the daemon sets it
         # Set when the agent is asked to stop, so long-lived streams end at once
         # instead of holding the shutdown up.
         self.stopping = asyncio.Event()

@@ -6,7 +6,8 @@ packages=(
   iproute2          # lab: network namespaces, veth, bridge
   procps            # ps/pkill used by lab teardown
   openssh-server    # lab: a real sshd per node namespace
-  openssh-client    # ssh-keygen for fingerprints in tests
+  openssh-client    # ssh-keygen for fingerprints in tests; ssh for node-to-node model copies
+  rsync             # model copies (this computer and the nodes; DGX OS ships it)
   dbus              # a session bus for the real keyring in tests
   gnome-keyring     # a real Secret Service backend for keyring tests
   ninja-build       # engines: fast llama.cpp builds (cmake falls back to make)

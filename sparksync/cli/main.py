@@ -17,6 +17,7 @@ from sparksync.cli.bench import bench
 from sparksync.cli.bundle import bundle
 from sparksync.cli.deploy import deploy
 from sparksync.cli.engine import engine
+from sparksync.cli.model import model
 from sparksync.cli.node import node
 from sparksync.cli.node_manage import add_node_commands
 from sparksync.cli.pair import add_pair_commands
@@ -59,6 +60,7 @@ cli.add_command(app)
 cli.add_command(settings)
 cli.add_command(workload)
 cli.add_command(engine)
+cli.add_command(model)
 
 
 def main(argv: list[str] | None = None) -> None:
