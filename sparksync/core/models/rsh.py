@@ -33,13 +33,15 @@ def main(argv: list[str]) -> int:
         print("usage: python -m sparksync.core.models.rsh NODE_ID COMMAND...", file=sys.stderr)
         return 2
     node_id, remote = args[0], " ".join(args[1:])
+    for fd in (0, 1, 2):
+        os.set_blocking(fd, True)  # rsync may hand us non-blocking pipes; we write whole chunks
     try:
         transport = _connect(node_id)
     except SparkSyncError as exc:
         print(f"sparksync: {exc}", file=sys.stderr)
         return 255
     try:
-        channel = transport.open_session(window=WINDOW)
+        channel = transport.open_session(window_size=WINDOW, max_packet_size=1 << 15)
         channel.exec_command(remote)
         feeder = threading.Thread(target=_feed, args=(channel,), daemon=True)
         feeder.start()
@@ -50,7 +52,7 @@ def main(argv: list[str]) -> int:
             data = channel.recv(CHUNK)
             if not data:
                 break
-            os.write(out, data) if len(data) < 4096 else _write_all(out, data)
+            _write_all(out, data)
         errors.join(5)
         return channel.recv_exit_status()
     finally:
