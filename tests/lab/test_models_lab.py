@@ -203,3 +203,51 @@ def subprocess_ls(ssh_lab, node, agent_pid: int, path) -> str:
     done = subprocess.run(["nsenter", "-t", str(agent_pid), "-m", "ls", "-A", str(path)], capture_output=True,
                           text=True, check=True)  # fmt: skip
     return done.stdout.strip()
+
+
+@pytest.mark.engine
+def test_a_workload_names_the_nodes_without_its_store_model_and_copies_it_first_with_copy_model(
+    lab_agents, real_keyring  # noqa: F811
+):
+    from sparksync.core.engines.llamacpp_build import find_binaries
+
+    binaries = find_binaries("cpu")
+    if binaries is None:
+        pytest.skip("llama.cpp is not built; run `make engines`")
+    ssh_lab, agents = lab_agents(2)
+    env = cli_env(real_keyring)
+    first, second = ssh_lab.nodes
+    source = store_of(ssh_lab, first)
+    write_tiny_gguf(source / "tiny")
+    give(ssh_lab, first, source)
+    start = ["workload", "start", "llamacpp-single", "--nodes", second.name, "--model", "tiny",
+             "--http-port", "18080", "--set", f"llamacpp.server_binary={binaries.llama_server}",
+             "--set", "llamacpp.threads=1", "--set", "llamacpp.context=512", "--set", "llamacpp.parallel=1"]  # fmt: skip
+
+    refused = sparksync(ssh_lab, env, *start)
+    assert refused.returncode == 8, refused.stdout + refused.stderr
+    assert f"model tiny" in refused.stderr and f"is not on {second.name}" in refused.stderr
+    assert "--copy-model" in refused.stderr and f"copying it from {first.name}" in refused.stderr
+    assert "no copy to those nodes has been measured yet" in refused.stderr
+
+    started = sparksync(ssh_lab, env, *start, "--copy-model", "--json")
+    assert started.returncode == 0, started.stdout + started.stderr
+    view = json.loads(started.stdout)
+    [rank] = view["ranks"]
+    there = store_of(ssh_lab, second) / "tiny" / "tiny.gguf"
+    assert rank["node"] == second.name and view["state"] == "ready"
+    argv = rank["status"]["argv"]
+    assert argv[argv.index("-m") + 1] == str(there)  # the node's own path
+    assert argv[argv.index("--alias") + 1] == "tiny"
+    assert f"{second.name}: done" in started.stderr
+    try:
+        busy = sparksync(ssh_lab, env, "model", "delete", "tiny", "--node", second.name)
+        assert busy.returncode != 0 and "used by running workload" in busy.stderr
+    finally:
+        stopped = sparksync(ssh_lab, env, "workload", "stop", view["workload_id"])
+        assert stopped.returncode == 0, stopped.stderr
+    # The copy's rate is now measured: the next refusal says how long a copy would take.
+    drop = sparksync(ssh_lab, env, "model", "delete", "tiny", "--node", second.name)
+    assert drop.returncode == 0, drop.stderr
+    again = sparksync(ssh_lab, env, *start)
+    assert again.returncode == 8 and "at the copy rates measured so far" in again.stderr, again.stderr
