@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml agent/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ./agent[gpu] -e .[gui,test,perf,bench,dist]
+	$(PY) -m pip install -q -e ./agent[gpu,hf] -e .[gui,test,perf,bench,dist]
 	# The BFCL suite's data for `switchyard eval --suite bfcl`; its own dependencies (model SDKs) are not needed.
 	$(PY) -m pip install -q --no-deps bfcl-eval==2026.3.23
 	touch $(STAMP)

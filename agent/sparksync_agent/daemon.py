@@ -20,6 +20,7 @@ from sparksync_agent.collectors.nodeinfo import read_node_info
 from sparksync_agent.engines.detect import EngineDetector
 from sparksync_agent.fabric.service import FabricService
 from sparksync_agent.errors import PortInUseError, StateDirError
+from sparksync_agent.models import JobBoard, ModelStore, workloads_using
 from sparksync_agent.runtime import AgentOptions, AgentRuntime
 from sparksync_agent.state import (
     Endpoint,
@@ -114,6 +115,8 @@ def build_runtime(options: AgentOptions) -> tuple[AgentRuntime, str]:
     runtime = AgentRuntime(options, node_id, info, collectors)
     runtime.supervisor, runtime.engines = supervisor, EngineDetector()
     runtime.fabric = FabricService(node_id, state_dir)
+    runtime.models = ModelStore(state_dir, in_use=lambda paths: workloads_using(supervisor, paths))
+    runtime.model_jobs = JobBoard(runtime.models)
     return runtime, token
 
 

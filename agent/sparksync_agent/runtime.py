@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from sparksync_agent.advertise import Advertiser
     from sparksync_agent.engines.detect import EngineDetector
     from sparksync_agent.fabric.service import FabricService
+    from sparksync_agent.models import JobBoard, ModelStore
     from sparksync_agent.supervisor.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ class AgentRuntime:
         self.supervisor: Supervisor | None = None  # the daemon sets it
         self.engines: EngineDetector | None = None  # the daemon sets it
         self.fabric: FabricService | None = None  # the daemon sets it
+        self.models: ModelStore | None = None  # the daemon sets it
+        self.model_jobs: JobBoard | None = None  # the daemon sets it
         # Set when the agent is asked to stop, so long-lived streams end at once
         # instead of holding the shutdown up.
         self.stopping = asyncio.Event()

@@ -22,6 +22,7 @@ COMMANDS = {
     "node": "sparksync.cli.node_group:node",
     "workload": "sparksync.cli.workload:workload",
     "engine": "sparksync.cli.engine:engine",
+    "model": "sparksync.cli.model:model",
     "bench": "sparksync.cli.bench:bench",
     "cluster": "sparksync.cli.cluster_group:cluster",
     "plan": "sparksync.cli.plan:plan",

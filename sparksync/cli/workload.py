@@ -33,6 +33,7 @@ from sparksync_agent.protocol import LogLine, RankStatus
 
 from sparksync.core.agents import LogGap
 from sparksync.core.fleet import Fleet
+from sparksync.core.models import CopyEvent
 from sparksync.core.nodes import NodeNames
 from sparksync.core.workloads import (
     DEFAULT_STOP_GRACE_S,
@@ -66,6 +67,15 @@ def _progress(event: Progress) -> None:
     click.echo(f"{event.event:>8}  {event.message}", err=True)
 
 
+def _copy_progress(event: CopyEvent) -> None:
+    if event.phase in ("waiting", "copying") and event.bytes_done and event.bytes_done < event.bytes_total:
+        return  # the ends of each copy, not every tick, on a launch's progress lines
+    done = f"{event.bytes_done / 1e6:.1f}/{event.bytes_total / 1e6:.1f} MB" if event.bytes_total else ""
+    rate = f" {event.rate_bps / 1e9:.3f} GB/s" if event.rate_bps else ""
+    click.echo(f"{'model':>8}  {event.node}: {event.phase} {done}{rate}" + (f" ({event.message})" if event.message else ""),
+               err=True)  # fmt: skip
+
+
 @workload.command("start")
 @click.argument("recipe")
 @click.option("--nodes", help="Comma-separated node names, in rank order (the first is the head); "
@@ -77,9 +87,11 @@ def _progress(event: Progress) -> None:
 @click.option("--http-port", type=click.IntRange(1, 65535), help="The engine's HTTP port on the head.")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Any recipe field, e.g. llamacpp.threads=2 or training.script=/opt/train.py.")  # fmt: skip
+@click.option("--copy-model", is_flag=True,
+              help="Copy a store model (--model NAME) to the nodes that lack it first, verified.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the started workload as JSON.")
 def start(recipe: str, nodes: str | None, plan_file: Path | None, model: str | None, served_name: str | None,
-          http_port: int | None, settings: tuple[str, ...], as_json: bool) -> None:  # fmt: skip
+          http_port: int | None, settings: tuple[str, ...], copy_model: bool, as_json: bool) -> None:  # fmt: skip
     """Start RECIPE on the nodes: every rank through its node's agent, stage by stage, all or nothing."""
     overrides: dict[str, Any] = parse_settings(settings)
     overrides.update({k: v for k, v in {"model": model, "served_name": served_name}.items() if v})
@@ -93,7 +105,8 @@ def start(recipe: str, nodes: str | None, plan_file: Path | None, model: str | N
             click.echo(f"sparksync: warning: {warning}", err=True)
 
     with _control() as control:
-        result = control.start_plan(plan, recipes, _progress, on_prepared=warn)
+        result = control.start_plan(plan, recipes, _progress, on_prepared=warn, copy_model=copy_model,
+                                    on_copy=_copy_progress)  # fmt: skip
     _print_view(result, as_json)
 
 

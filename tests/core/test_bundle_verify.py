@@ -35,7 +35,7 @@ def problems_of(archive: Path, **expect) -> list[str]:
 def test_a_sound_bundle_verifies_and_gives_its_manifest(bundle):
     manifest = verify_bundle(bundle, expect=AARCH64_312)
     assert manifest.agent_wheel == AGENT_WHEEL and len(manifest.files) == 3
-    assert manifest.requirement().startswith("sparksync-agent[gpu]==")
+    assert manifest.requirement().startswith("sparksync-agent[gpu,hf]==")
 
 
 def test_a_sound_bundle_unpacks_into_one_flat_folder(bundle, tmp_path):

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI
 
-from sparksync_agent.api import engines, fabric, metrics, routes, stream, workloads
+from sparksync_agent.api import engines, fabric, metrics, models, routes, stream, workloads
 from sparksync_agent.api.auth import BearerTokenMiddleware
 from sparksync_agent.api.errors import install_error_handlers
 from sparksync_agent.protocol import AGENT_VERSION, PROTOCOL_VERSION
@@ -41,6 +41,8 @@ def create_app(runtime: AgentRuntime, token: str, on_start: Hook | None = None, 
                 await sampler_task
             if runtime.supervisor is not None:
                 await runtime.supervisor.close()  # the ranks keep running
+            if runtime.model_jobs is not None:
+                runtime.model_jobs.close()  # a cut copy keeps its partial files for the next run
             if on_stop:
                 await on_stop(runtime)
 
@@ -54,7 +56,7 @@ def create_app(runtime: AgentRuntime, token: str, on_start: Hook | None = None, 
     app.state.runtime = runtime
     app.state.metrics_registry = metrics.make_registry(runtime)
     install_error_handlers(app)
-    for module in (routes, stream, metrics, workloads, engines, fabric):
+    for module in (routes, stream, metrics, workloads, engines, fabric, models):
         app.include_router(module.router)
     public = frozenset({"/metrics"}) if runtime.options.metrics_public else frozenset()
     app.add_middleware(BearerTokenMiddleware, token=token, public_paths=public)

@@ -6,8 +6,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparksync_agent._version import __version__ as AGENT_VERSION  # noqa: F401 - part of the protocol's exports
 
-PROTOCOL_VERSION = "1.2"  # 1.1: workloads, logs, engines; Sample.workloads; Snapshot.engines
+# 1.1: workloads, logs, engines; Sample.workloads; Snapshot.engines
 # 1.2: the fabric: GET /v1/fabric (ports, cabling probe), POST /v1/fabric/apply and /rollback
+# 1.3: models: /v1/models (list, roots, delete), receive/verify/finalize, reach, jobs (fetch, push)
+PROTOCOL_VERSION = "1.3"
 
 
 def protocol_major(version: str) -> int:

@@ -31,16 +31,29 @@ from sparksync_agent.protocol import (
     FabricReport,
     FabricResult,
     FabricRollback,
+    FetchRequest,
+    FinalizeRequest,
     Hello,
     HelloReply,
     LogLine,
     LogPage,
     NodeFabricPlan,
+    ModelEntry,
+    ModelJob,
+    ModelList,
+    PushRequest,
     RankLaunch,
     RankStart,
     RankStatus,
+    ReachReply,
+    ReachRequest,
+    ReceiveReply,
+    ReceiveRequest,
+    RootsConfig,
     Snapshot,
     TelemetryPage,
+    VerifyReply,
+    VerifyRequest,
     WorkloadList,
     WorkloadStatus,
     protocol_major,
@@ -49,6 +62,7 @@ from sparksync_agent.protocol import (
 M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_TIMEOUT = 5.0
+HASHING_TIMEOUT_S = 3600.0  # a listing or a verify hashes the files it has not seen: minutes for 100s of GB
 # The agent pings idle streams; this much silence means a dead link, which
 # the stream then treats as a dropped connection and reconnects.
 DEFAULT_STREAM_READ_TIMEOUT = 30.0
@@ -257,6 +271,50 @@ class AgentClient:
     def _helper_timeout(self) -> httpx.Timeout:
         # sudo, netplan generate and netplan apply: the helper may take a minute or two.
         return httpx.Timeout(self.timeout, read=self.timeout + 200.0)
+    # --- models ------------------------------------------------------------
+    def models(self, manifests: bool = True) -> ModelList:
+        """The models on the node, its model roots and their free space (sha256 per file, cached)."""
+        timeout = httpx.Timeout(self.timeout, read=HASHING_TIMEOUT_S)
+        return self._call(
+            "GET", "/v1/models", ModelList, "listing models", params={"manifests": manifests}, timeout=timeout
+        )
+    def model_roots(self) -> RootsConfig:
+        return self._call("GET", "/v1/models/roots", RootsConfig, "reading the model roots")
+    def set_model_roots(self, roots: RootsConfig) -> RootsConfig:
+        body = roots.model_dump(mode="json")
+        return self._call("PUT", "/v1/models/roots", RootsConfig, "setting the model roots", json=body)
+    def receive_model(self, request: ReceiveRequest) -> ReceiveReply:
+        body = request.model_dump(mode="json")
+        return self._call("POST", "/v1/models/receive", ReceiveReply, f"preparing to receive {request.name}", json=body)
+    def verify_model(self, request: VerifyRequest) -> VerifyReply:
+        timeout = httpx.Timeout(self.timeout, read=HASHING_TIMEOUT_S)
+        body = request.model_dump(mode="json")
+        return self._call(
+            "POST", "/v1/models/verify", VerifyReply, f"verifying {request.name}", json=body, timeout=timeout
+        )
+    def finalize_model(self, request: FinalizeRequest) -> ModelEntry:
+        body = request.model_dump(mode="json")
+        return self._call("POST", "/v1/models/finalize", ModelEntry, f"finalizing {request.name}", json=body)
+    def delete_model(self, name: str, partial: bool = False) -> None:
+        self._send("DELETE", f"/v1/models/{name}", f"deleting {name}", params={"partial": partial})
+    def model_reach(self, request: ReachRequest) -> ReachReply:
+        timeout = httpx.Timeout(self.timeout, read=self.timeout + 20.0)  # an ssh attempt on the node
+        body = request.model_dump(mode="json")
+        return self._call("POST", "/v1/models/reach", ReachReply, f"trying ssh to {request.host}", json=body,
+                          timeout=timeout)  # fmt: skip
+    def fetch_model(self, request: FetchRequest) -> ModelJob:
+        """Start a download on the node; the token travels in this request's body only."""
+        body = request.model_dump(mode="json")
+        return self._call("POST", "/v1/models/jobs/fetch", ModelJob, f"fetching {request.repo}", json=body)
+    def push_model(self, request: PushRequest) -> ModelJob:
+        body = request.model_dump(mode="json")
+        return self._call(
+            "POST", "/v1/models/jobs/push", ModelJob, f"copying {request.name} to {request.host}", json=body
+        )
+    def model_job(self, job_id: str) -> ModelJob:
+        return self._call("GET", f"/v1/models/jobs/{job_id}", ModelJob, f"reading model job {job_id}")
+    def cancel_model_job(self, job_id: str) -> ModelJob:
+        return self._call("POST", f"/v1/models/jobs/{job_id}/cancel", ModelJob, f"cancelling model job {job_id}")
 
     # --- lifecycle ---------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""This computer's name as a node: ``this computer``, or ``local`` on a command line.
+"""This computer's name as a node: ``this computer``, or ``local`` / ``this-computer`` on a command line.
 
 Kept free of imports: plans, records and the faces all spell the name the same way.
 """
@@ -10,8 +10,8 @@ LOCAL_ALIAS = "local"  # what a command line takes for this computer, beside its
 
 
 def is_local(name: str) -> bool:
-    """Whether ``name`` means this computer (``local`` or ``this computer``, in any case)."""
-    return " ".join(name.split()).lower() in (LOCAL_ALIAS, LOCAL_NODE_NAME)
+    """Whether ``name`` means this computer (``local``, ``this computer`` or ``this-computer``, any case)."""
+    return " ".join(name.replace("-", " ").split()).lower() in (LOCAL_ALIAS, LOCAL_NODE_NAME)
 
 
 def canonical_name(name: str) -> str:

@@ -20,7 +20,9 @@ from sparksync.core.bundle.platforms import PLATFORMS, PYTHONS, Target
 MANIFEST_NAME = "manifest.json"
 FORMAT_VERSION = 1  # bump when a reader of the old format would misread a new bundle
 AGENT_DISTRIBUTION = "sparksync-agent"
-AGENT_EXTRAS = ("gpu",)  # nvidia-ml-py is pure Python, so the GPU extra costs nothing to carry
+# nvidia-ml-py is pure Python, so the GPU extra costs nothing to carry; huggingface_hub
+# (the hf extra) lets `sparksync model fetch` download on the node itself.
+AGENT_EXTRAS = ("gpu", "hf")
 _CHUNK = 1 << 20
 
 

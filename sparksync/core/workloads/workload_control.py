@@ -24,6 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sparksync_agent.protocol import EngineReport, LogPage
 
@@ -48,6 +49,9 @@ from sparksync.core.workloads.training_scaling import (
     scaling,
 )
 from sparksync.core.workloads.workload_store import RankRef, WorkloadRecord, WorkloadStore
+
+if TYPE_CHECKING:
+    from sparksync.core.models.copy import CopyEvent
 
 log = logging.getLogger(__name__)
 
@@ -123,13 +127,65 @@ class WorkloadControl:
         *,
         label: str | None = None,
         on_prepared: Callable[[Prepared], None] | None = None,
+        copy_model: bool = False,
+        on_copy: Callable[[CopyEvent], None] | None = None,
     ) -> running.WorkloadView:
-        """Check the nodes, then start every rank stage by stage; all or nothing."""
+        """Check the models and the nodes, then start every rank stage by stage; all or nothing.
+
+        A recipe whose model is a store name needs it on every node of its groups: a node
+        without it is named (ModelMissingError, with the copy's estimated time), or, with
+        ``copy_model``, gets a verified copy first (``on_copy`` sees its progress). Each
+        node's ranks then get that node's own path.
+        """
+        recipes, paths = self.models_first(plan, recipes, copy_model, on_copy)
+        from sparksync.core.models.launch_check import resolve_launch  # the model code loads only when used
+
         orchestrator = self._orchestrator(on_progress)
         prepared = orchestrator.prepare(plan, recipes, label)
+        if paths:
+            prepared.groups = [
+                group.model_copy(update={"ranks": [resolve_launch(r, paths) for r in group.ranks]})
+                for group in prepared.groups
+            ]
         if on_prepared is not None:
             on_prepared(prepared)
         return orchestrator.start(prepared, cancel)
+
+    def models_first(
+        self,
+        plan: Plan,
+        recipes: Mapping[str, Recipe],
+        copy_model: bool = False,
+        on_copy: Callable[[CopyEvent], None] | None = None,
+    ) -> tuple[dict[str, Recipe], dict[str, dict[str, str]]]:
+        """The recipes with store models as placeholders, and each model's path per node."""
+        from sparksync.core.fleet.fleet import Fleet
+        from sparksync.core.models.launch_check import ensure, placeholder, store_models, store_name
+        from sparksync.core.models.nodes import ModelNodes, build_matrix
+
+        used = {g.recipe for g in plan.groups}
+        models = {name: r.model for name, r in recipes.items() if name in used}
+        if not any(store_name(m) for m in models.values()):
+            return dict(recipes), {}
+        agents = self.agents
+        if not isinstance(agents, Fleet):
+            raise WorkloadError("a model named by its store name needs the fleet to find it on the nodes")
+        nodes = ModelNodes(agents)
+        known = set(build_matrix(nodes.listings(nodes.names())).models)
+        nodes_of: dict[str, list[str]] = {}
+        for group in plan.groups:
+            nodes_of.setdefault(group.recipe, [])
+            nodes_of[group.recipe] += [n for n in group.nodes if n not in nodes_of[group.recipe]]
+        wanted = store_models(models, nodes_of, known)
+        if not wanted:
+            return dict(recipes), {}
+        paths = ensure(nodes, wanted, copy_model, on_copy)
+        changed = dict(recipes)
+        for name, recipe in recipes.items():
+            found = store_name(recipe.model) if name in used else None
+            if found is not None and found[0] in paths:
+                changed[name] = recipe.updated(model=placeholder(found[0]), served_name=recipe.served_name or found[0])
+        return changed, paths
 
     def stop(self, workload_id: str, grace_s: float | None = None) -> list[Baseline]:
         """Stop every process of the workload; the one-node baselines its figures left, if any."""

@@ -1,0 +1,479 @@
+"""Copying a model to nodes: free space first, a tree fan-out, a sha256 check of every copy.
+
+``ModelCopy.run(name, targets, source)``:
+
+1. lists the nodes (one listing each, in parallel) and takes the source's
+   manifest (sha256 per file);
+2. refuses, before any byte moves, when a target's store cannot hold what it
+   lacks (``NoSpaceError``, with the numbers per node);
+3. checks the targets that already have the model with fresh sha256s: a
+   good copy is a source from then on, a damaged one is repaired in place;
+4. fans out as a tree: every source serves one copy at a time, and each
+   target that has finished becomes a source, so seven targets take three
+   rounds, not seven;
+5. ends each copy with a fresh sha256 check against the source's manifest; a
+   mismatch is copied once more (``--checksum``, those files only), then
+   reported; only a verified copy moves into place (``finalize``).
+
+A cut copy (Ctrl-C, a dropped link) leaves its files in the target's staging
+folder, listed partial; the next run sends only what is missing (rsync
+``--partial``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparksync_agent.protocol import (
+    FinalizeRequest,
+    ModelEntry,
+    ModelFile,
+    ModelList,
+    ModelState,
+    PushRequest,
+    ReceiveRequest,
+    RootKind,
+    VerifyReply,
+    VerifyRequest,
+)
+from sparksync_agent.transfer import RsyncProgress, rsync_argv, split_output
+
+from sparksync.core.agents.this_computer import LOCAL_NODE_NAME, is_local
+from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.base.paths import data_dir, ensure_dir
+from sparksync.core.models import rsh
+from sparksync.core.models.errors import CopyFailedError, ModelError, NoSpaceError
+from sparksync.core.models.nodes import ModelNodes, parallel
+from sparksync.core.models.rates import CopyRates
+from sparksync.core.models.route import Route, Routes
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.3
+
+
+class CopyCancelled(ModelError):
+    """The copy was stopped (Ctrl-C): what arrived is kept for the next run."""
+
+    exit_code = 130
+
+
+@dataclass(frozen=True)
+class CopyEvent:
+    """One step of one target's copy: what the faces draw a bar or a JSON line from."""
+
+    node: str
+    phase: str  # checking, waiting, relaying, copying, verifying, recopying, done, present, failed, cancelled
+    source: str | None = None
+    route: str | None = None
+    bytes_done: int = 0
+    bytes_total: int = 0
+    rate_bps: float | None = None
+    eta_s: float | None = None
+    message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": "progress", **asdict(self)}
+
+
+@dataclass
+class NodeResult:
+    node: str
+    state: str  # copied, repaired, present, failed, cancelled
+    source: str | None = None
+    route: str | None = None
+    seconds: float = 0.0
+    bytes: int = 0
+    literal_bytes: int | None = None
+    recopied: list[str] = field(default_factory=list)
+    message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.state in ("copied", "repaired", "present")
+
+
+@dataclass
+class CopyReport:
+    name: str
+    size_bytes: int
+    source: str
+    results: list[NodeResult]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    @property
+    def relayed(self) -> bool:
+        return any(r.route == "relay" for r in self.results)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "event": "summary", "name": self.name, "size_bytes": self.size_bytes, "source": self.source,
+            "seconds": round(self.seconds, 3), "ok": self.ok, "relayed": self.relayed,
+            "nodes": [asdict(r) for r in self.results],
+        }  # fmt: skip
+
+
+@dataclass
+class _Plan:
+    name: str
+    source: str
+    entry: ModelEntry
+    manifest: list[ModelFile]
+    fresh: list[str]  # targets without the model
+    check: list[str]  # targets with a copy to verify
+
+
+class ModelCopy:
+    def __init__(
+        self,
+        nodes: ModelNodes,
+        on_event: Callable[[CopyEvent], None] | None = None,
+        *,
+        rates: CopyRates | None = None,
+        cancel: threading.Event | None = None,
+    ):
+        self.nodes = nodes
+        self.on_event = on_event or (lambda e: None)
+        self.rates = rates if rates is not None else CopyRates()
+        self.cancel = cancel or threading.Event()
+        self.routes = Routes(nodes)
+        self._relay: dict[str, Path] = {}
+        self._relay_lock = threading.Lock()
+        self._entries: dict[str, ModelEntry] = {}  # node -> its present copy (a source's directory)
+
+    # --- planning -------------------------------------------------------------------------------
+
+    def plan(self, name: str, targets: list[str], source: str | None = None) -> _Plan:
+        source = self.nodes.names([source])[0] if source else None
+        targets = [t for t in self.nodes.names(targets) if t != source]
+        if not targets:
+            raise ModelError("name at least one target node other than the source (--to NODE)")
+        wanted = self.nodes.names([source]) if source else self.nodes.names()
+        listings = self.nodes.listings(list(dict.fromkeys([*wanted, *targets])))
+        origin = source or _first_with(name, listings, exclude=targets)
+        if origin is None:
+            have = [n for n in listings if _present(listings[n], name)]
+            raise ModelError(
+                f"no node has {name} to copy from" + (f" other than the targets ({', '.join(have)})" if have else "")
+                + ": fetch it first (`sparksync model fetch`) or name a --from node."
+            )
+        answer = listings.get(origin)
+        if isinstance(answer, SparkSyncError):
+            raise ModelError(f"the source {origin} cannot be asked: {answer}")
+        entry = _present(answer, name) if answer is not None else None
+        if entry is None:
+            raise ModelError(f"{origin} has no complete copy of {name}; `sparksync model list` shows where it is.")
+        if any(f.sha256 is None for f in entry.files):
+            raise ModelError(f"{origin} has no manifest for {name} yet; list it again.")
+        self._entries[origin] = entry
+        fresh, check, refusals = [], [], []
+        for target in targets:
+            listing = listings[target]
+            if isinstance(listing, SparkSyncError):
+                raise ModelError(f"{target} cannot be asked: {listing}")
+            present = _present(listing, name)
+            if present is not None:
+                check.append(target)
+                self._entries[target] = present
+                continue
+            fresh.append(target)
+            partial = sum(f.size for m in listing.models if m.name == name and m.state is ModelState.partial
+                          for f in m.files)  # fmt: skip
+            need = max(0, entry.size_bytes - partial)
+            store = next((r for r in listing.roots if r.kind is RootKind.store), None)
+            free = store.free_bytes if store is not None else None
+            if free is not None and need > free:
+                refusals.append(
+                    f"{target} needs {_size(need)} and has {_size(free)} free on {store.path if store else '?'}"
+                )
+        if refusals:
+            raise NoSpaceError(
+                f"{name} ({_size(entry.size_bytes)}) does not fit: " + "; ".join(refusals)
+                + ". Nothing was copied. Free some space there, or set another store for the node."
+            )
+        return _Plan(name, origin, entry, entry.files, fresh, check)
+
+    # --- running ----------------------------------------------------------------------------------
+
+    def run(self, name: str, targets: list[str], source: str | None = None) -> CopyReport:
+        started = time.monotonic()
+        plan = self.plan(name, targets, source)
+        results: dict[str, NodeResult] = {}
+        sources: deque[str] = deque([plan.source])
+        repairs: dict[str, list[str]] = {}
+        for target, verdict in self._verify_present(plan).items():
+            if isinstance(verdict, SparkSyncError):
+                results[target] = NodeResult(target, "failed", message=str(verdict))
+            elif verdict.ok:
+                results[target] = NodeResult(target, "present", message="already there, sha256 verified")
+                self._emit(CopyEvent(target, "present", message="already there, sha256 verified"))
+                sources.append(target)
+            elif self._entries[target].root_kind is RootKind.store:
+                repairs[target] = verdict.mismatched + verdict.missing
+            else:
+                plan.fresh.append(target)  # a damaged copy outside the store: a new one in the store
+        pending: deque[str] = deque([*repairs, *plan.fresh])
+        for target in pending:
+            self._emit(CopyEvent(target, "waiting", bytes_total=plan.entry.size_bytes))
+        running: dict[Future, tuple[str, str]] = {}
+        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="model-copy") as pool:
+            try:
+                while pending or running:
+                    while pending and sources and not self.cancel.is_set():
+                        src, target = sources.popleft(), pending.popleft()
+                        future = pool.submit(self._one, plan, src, target, repairs.get(target))
+                        running[future] = (src, target)
+                    if not running:
+                        break
+                    done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        src, target = running.pop(future)
+                        result = future.result()
+                        results[target] = result
+                        sources.append(src)
+                        if result.ok and not self.cancel.is_set():
+                            sources.append(target)  # the tree: a finished node serves the next
+                    if self.cancel.is_set():
+                        for target in pending:
+                            results[target] = NodeResult(target, "cancelled", message="not started")
+                        pending.clear()
+            except KeyboardInterrupt:
+                self.cancel.set()
+                for future in list(running):
+                    src, target = running.pop(future)
+                    results[target] = future.result()
+                for target in pending:
+                    results[target] = NodeResult(target, "cancelled", message="not started")
+                raise CopyCancelled(
+                    f"the copy of {name} was stopped; what arrived is kept and the next run resumes it"
+                ) from None
+            finally:
+                self._drop_relay()
+        order = [t for t in self.nodes.names(targets) if t in results]
+        report = CopyReport(name, plan.entry.size_bytes, plan.source, [results[t] for t in order],
+                            time.monotonic() - started)  # fmt: skip
+        return report
+
+    def _verify_present(self, plan: _Plan) -> dict[str, VerifyReply | SparkSyncError]:
+        request = VerifyRequest(name=plan.name, files=plan.manifest, staging=False)
+        for target in plan.check:
+            self._emit(CopyEvent(target, "checking", bytes_total=plan.entry.size_bytes))
+        return parallel(plan.check, lambda n: self.nodes.call(n, lambda c: c.verify_model(request)))
+
+    def _one(self, plan: _Plan, source: str, target: str, repair: list[str] | None) -> NodeResult:
+        started = time.monotonic()
+        route: Route | None = None
+        try:
+            route = self.routes.choose(source, target)
+            reply = self.nodes.call(target, lambda c: c.receive_model(
+                ReceiveRequest(name=plan.name, size_bytes=plan.entry.size_bytes, repair=repair is not None)))  # fmt: skip
+            files = repair or [f.path for f in plan.manifest]
+            literal = self._move(plan, source, target, route, reply.staging, files, checksum=repair is not None)
+            recopied: list[str] = []
+            self._emit(CopyEvent(target, "verifying", source, route.kind, plan.entry.size_bytes,
+                                 plan.entry.size_bytes))  # fmt: skip
+            verdict = self._verify(plan, target)
+            if not verdict.ok:
+                recopied = verdict.mismatched + verdict.missing
+                self._emit(CopyEvent(target, "recopying", source, route.kind, 0, plan.entry.size_bytes,
+                                     message=f"sha256 mismatch in {', '.join(recopied)}: copying again"))  # fmt: skip
+                self._move(plan, source, target, route, reply.staging, recopied, checksum=True)
+                verdict = self._verify(plan, target)
+                if not verdict.ok:
+                    bad = verdict.mismatched + verdict.missing
+                    raise CopyFailedError(
+                        f"{plan.name} on {target} still differs from {source} after a second copy "
+                        f"({', '.join(bad)}); it stays partial there. Check the node's disk."
+                    )
+            entry = self.nodes.call(target, lambda c: c.finalize_model(
+                FinalizeRequest(name=plan.name, format=plan.entry.format, files=plan.manifest)))  # fmt: skip
+            self._entries[target] = entry
+            seconds = time.monotonic() - started
+            moved = sum(f.size for f in plan.manifest if f.path in set(files))
+            if repair is None and literal is not None and literal > 0:
+                self._record_rate(target, literal, seconds)
+            state = "repaired" if repair is not None or recopied else "copied"
+            message = route.detail if route.kind == "relay" else None
+            self._emit(CopyEvent(target, "done", source, route.kind, plan.entry.size_bytes, plan.entry.size_bytes,
+                                 message=message))  # fmt: skip
+            return NodeResult(target, state, source, route.kind, seconds, moved, literal, recopied or repair or [],
+                              message)  # fmt: skip
+        except CopyCancelled as exc:
+            self._emit(CopyEvent(target, "cancelled", source, route.kind if route else None, message=str(exc)))
+            return NodeResult(target, "cancelled", source, route.kind if route else None,
+                              time.monotonic() - started, message=str(exc))  # fmt: skip
+        except SparkSyncError as exc:
+            self._emit(CopyEvent(target, "failed", source, route.kind if route else None, message=str(exc)))
+            return NodeResult(target, "failed", source, route.kind if route else None,
+                              time.monotonic() - started, message=str(exc))  # fmt: skip
+
+    def _verify(self, plan: _Plan, target: str) -> VerifyReply:
+        request = VerifyRequest(name=plan.name, files=plan.manifest, staging=True)
+        return self.nodes.call(target, lambda c: c.verify_model(request))
+
+    def _record_rate(self, target: str, nbytes: int, seconds: float) -> None:
+        try:
+            self.rates.record(self.nodes.node_id(target), nbytes, seconds)
+        except (SparkSyncError, OSError) as exc:
+            log.debug("no rate recorded for %s: %s", target, exc)
+
+    # --- moving bytes ------------------------------------------------------------------------------
+
+    def _move(self, plan: _Plan, source: str, target: str, route: Route, staging: str, files: list[str],
+              checksum: bool) -> int | None:  # fmt: skip
+        """Bytes of ``files`` from ``source`` into ``target``'s staging folder; rsync's literal bytes."""
+        total = sum(f.size for f in plan.manifest if f.path in set(files))
+        clock = _Clock(target, source, route.kind, total, self._emit)
+        if route.kind == "ssh":
+            assert route.target is not None
+            request = PushRequest(name=plan.name, host=route.target.host, port=route.target.port,
+                                  user=route.target.user, staging=staging, files=files, checksum=checksum)  # fmt: skip
+            return self._push(source, request, clock)
+        src_dir = self._entries[source].directory
+        if route.kind == "relay":
+            src_dir = str(self._relayed(plan, source, target))
+            origin = src_dir
+        else:
+            origin = src_dir if is_local(source) else f"{self.nodes.node_id(source)}:{src_dir}"
+        dest = staging if is_local(target) else f"{self.nodes.node_id(target)}:{staging}"
+        return self._rsync_here(origin, dest, files, checksum, clock)
+
+    def _push(self, source: str, request: PushRequest, clock: _Clock) -> int | None:
+        job = self.nodes.call(source, lambda c: c.push_model(request))
+        while True:
+            if self.cancel.is_set():
+                self.nodes.call(source, lambda c: c.cancel_model_job(job.id))
+                raise CopyCancelled("stopped; what arrived is kept in the target's staging folder")
+            job = self.nodes.call(source, lambda c: c.model_job(job.id))
+            clock.tick(job.bytes_done)
+            if job.state.finished:
+                break
+            time.sleep(POLL_S)
+        if job.state.value != "done":
+            raise CopyFailedError(job.message or f"the copy from {source} ended {job.state.value}")
+        clock.tick(clock.total)
+        return job.literal_bytes
+
+    def _relayed(self, plan: _Plan, source: str, target: str) -> Path:
+        """The model on this computer (fetched once from the source), to go on to the target."""
+        with self._relay_lock:
+            folder = self._relay.get(plan.name)
+            if folder is None:
+                folder = ensure_dir(data_dir() / "models-relay" / plan.name.replace("/", "--"))
+                clock = _Clock(target, source, "relay", plan.entry.size_bytes, self._emit, phase="relaying")
+                origin = f"{self.nodes.node_id(source)}:{self._entries[source].directory}"
+                self._rsync_here(origin, str(folder), [f.path for f in plan.manifest], False, clock)
+                self._relay[plan.name] = folder
+            return folder
+
+    def _drop_relay(self) -> None:
+        for folder in self._relay.values():
+            shutil.rmtree(folder, ignore_errors=True)
+        self._relay.clear()
+
+    def _rsync_here(self, source: str, dest: str, files: list[str], checksum: bool, clock: _Clock) -> int | None:
+        """rsync run on this computer; a remote end goes through SparkSync's own SSH (``rsh``)."""
+        remote = ":" in source.split("/", 1)[0] or ":" in dest.split("/", 1)[0]
+        argv = rsync_argv(source, dest, rsh=rsh.command() if remote else None, checksum=checksum)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True)  # fmt: skip
+        except FileNotFoundError as exc:
+            raise ModelError("rsync is not installed on this computer (Debian: apt install rsync)") from exc
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        errors: list[bytes] = []
+        reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        proc.stdin.write(b"\0".join(f.encode() for f in files))
+        proc.stdin.close()
+        stopper = threading.Thread(target=self._stop_on_cancel, args=(proc,), daemon=True)
+        stopper.start()
+        progress, rest = RsyncProgress(), b""
+        while True:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            lines, rest = split_output(rest + chunk)
+            if any([progress.feed(line) for line in lines]):
+                clock.tick(progress.bytes_done)
+        rc = proc.wait()
+        reader.join(5)
+        if self.cancel.is_set():
+            raise CopyCancelled("stopped; what arrived is kept in the target's staging folder")
+        if rc != 0:
+            text = b"".join(errors).decode(errors="replace").strip().splitlines()
+            raise CopyFailedError(f"rsync failed ({rc}): {' '.join(text[-3:]) or 'no message'}")
+        clock.tick(clock.total)
+        return progress.literal_bytes
+
+    def _stop_on_cancel(self, proc: subprocess.Popen) -> None:
+        while proc.poll() is None:
+            if self.cancel.wait(0.2):
+                try:
+                    proc.send_signal(signal.SIGTERM)  # rsync keeps the partial file (--partial)
+                except ProcessLookupError:
+                    pass
+                return
+
+    def _emit(self, event: CopyEvent) -> None:
+        try:
+            self.on_event(event)
+        except Exception:  # a face's bug must not stop a copy
+            log.exception("a copy progress listener failed")
+
+
+class _Clock:
+    """Bytes, rate and ETA of one target's transfer."""
+
+    def __init__(self, node: str, source: str, route: str, total: int, emit: Callable[[CopyEvent], None],
+                 phase: str = "copying"):  # fmt: skip
+        self.node, self.source, self.route, self.total, self.emit, self.phase = node, source, route, total, emit, phase
+        self.started = time.monotonic()
+        self.last_emit = 0.0
+        self.done = -1
+
+    def tick(self, done: int) -> None:
+        done = min(done, self.total)
+        now = time.monotonic()
+        if done == self.done and now - self.last_emit < 1.0:
+            return
+        self.done, self.last_emit = done, now
+        elapsed = max(now - self.started, 1e-6)
+        rate = done / elapsed if done else None
+        eta = (self.total - done) / rate if rate else None
+        self.emit(CopyEvent(self.node, self.phase, self.source, self.route, done, self.total, rate, eta))
+
+
+def _present(listing: ModelList | SparkSyncError | None, name: str) -> ModelEntry | None:
+    if listing is None or isinstance(listing, SparkSyncError):
+        return None
+    found = [m for m in listing.models if m.name == name and m.state is ModelState.present]
+    found.sort(key=lambda m: m.root_kind is not RootKind.store)
+    return found[0] if found else None
+
+
+def _first_with(name: str, listings: dict[str, ModelList | SparkSyncError], exclude: list[str]) -> str | None:
+    have = [n for n in listings if n not in exclude and _present(listings[n], name) is not None]
+    paired = [n for n in have if n != LOCAL_NODE_NAME]
+    found = paired or have
+    return found[0] if found else None
+
+
+def _size(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"

@@ -1,0 +1,27 @@
+"""Errors of the model operations: each says what happened and what to do next."""
+
+from __future__ import annotations
+
+from sparksync.core.base.errors import SparkSyncError
+
+
+class ModelError(SparkSyncError):
+    """A model operation could not be done (no such model, no source)."""
+
+
+class NoSpaceError(ModelError):
+    """A target's disk cannot hold the model: refused before any byte moved."""
+
+    exit_code = 6
+
+
+class CopyFailedError(ModelError):
+    """A copy ended without a verified model on some target."""
+
+    exit_code = 7
+
+
+class ModelMissingError(ModelError):
+    """A workload's model is not on every node of its placement."""
+
+    exit_code = 8
