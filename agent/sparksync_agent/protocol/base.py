@@ -6,7 +6,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparksync_agent._version import __version__ as AGENT_VERSION  # noqa: F401 - part of the protocol's exports
 
-PROTOCOL_VERSION = "1.1"  # 1.1: workloads, logs, engines; Sample.workloads; Snapshot.engines
+# 1.1: workloads, logs, engines; Sample.workloads; Snapshot.engines
+# 1.4: TokensSource.slots_path, .decode_gauge, .busy_gauge (decode tokens/s while llama.cpp and SGLang
+#      generate; their counters grow only when a request ends)
+PROTOCOL_VERSION = "1.4"
 
 
 def protocol_major(version: str) -> int:
