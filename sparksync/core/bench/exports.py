@@ -134,7 +134,7 @@ def bounds_basis(bounds: RunBounds) -> str:
     model, hw = bounds.model, bounds.hardware
     where = f" (read from {model.source})" if model.source else ""
     return (f"bounds (planner, docs/planner.md): {model.name or 'model'}{where}, {model.params / 1e9:,.3g} B "
-            f"params, {model.quant}, on {bounds.nodes} node(s) at {hw.memory_bandwidth_gbs:g} GB/s, "
+            f"params, {model.quant}, {bounds.bound_model}, at {hw.memory_bandwidth_gbs:g} GB/s per node, "
             f"{hw.link_gbps:g} Gb/s link, {hw.allreduce_latency_us:g} us per all-reduce"
             + "".join(f"; {note}" for note in bounds.notes))
 
@@ -151,6 +151,7 @@ def _run_summary_table(record: RunRecord) -> Table:
             ["decode % of bound", record.summary.decode_percent_of_bound],
             ["prefill bound tok/s", record.summary.prefill_bound_tps],
             ["prefill % of bound", record.summary.prefill_percent_of_bound],
+            ["bound model", record.bounds.bound_model if record.bounds else None],
             ["TTFT ms", record.summary.ttft_ms], ["training tok/s", record.summary.train_tps],
             *_telemetry_rows(ctx.telemetry),
             ["label", ctx.label], ["sweep", ctx.sweep_id],

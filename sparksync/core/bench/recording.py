@@ -18,6 +18,7 @@ from sparksync.core.bench.record import RunDetails, RunRecord, Status
 from sparksync.core.bench.results import RunSummary, measured_rows, summarize
 from sparksync.core.bench.runner import BenchOutcome, BenchRequest
 from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.planner.bounds import split_for_engine
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,9 @@ def _bounds(request: BenchRequest, outcome: BenchOutcome) -> tuple[RunBounds | N
                                         outcome.preflight.facts.model_path, request.endpoint.base_url)
         if spec is None:
             return None, missing
-        return run_bounds(spec, request.profile, request.context.cluster_size, request.hardware), None
+        context = request.context
+        split = split_for_engine(context.engine, context.cluster_size)
+        return run_bounds(spec, request.profile, context.cluster_size, request.hardware, split=split), None
     except SparkSyncError as exc:
         log.warning("benchmark bounds: %s", exc)
         return None, f"no bound: {exc}"
