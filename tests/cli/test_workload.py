@@ -92,6 +92,7 @@ def test_list_shows_the_efficiency_of_a_training_run_against_its_baseline(monkey
         "group": "train-1", "recipe": "train", "nodes": 2, "baseline_key": key,
         "setup": "train: --nproc_per_node 1 train.py --batch 32", "tokens_per_s": 1900.0,
         "baseline_tokens_per_s": 1000.0, "baseline_source": "user", "efficiency": 0, "speedup": 0, "note": None,
+        "flag": None,
     }  # fmt: skip
 
 
@@ -137,3 +138,22 @@ def test_watch_records_the_baseline_of_a_one_node_run_that_ended(monkeypatch):
     assert result.exit_code == 0, result.output
     assert "400.0 tok/s (median of 2 figures)" in result.output
     assert result.output.strip().endswith("workload ended: exited")
+
+
+def test_an_efficiency_above_105_percent_is_flagged_with_what_to_do(monkeypatch):
+    from sparksync.core.workloads.baseline import key_of
+    from tests.core.workloads.baseline_fakes import TrainingAgents, training_record
+
+    record, argv = training_record("train-busy", 2)
+    WorkloadStore().add(record)
+    agents = TrainingAgents(record, argv)
+    agents.history = {"spark-1": [3388.0], "spark-2": [3388.0]}  # 6,776 tok/s against a baseline of 1,000
+    _fake_nodes(monkeypatch, agents)
+    key = key_of("train", argv["spark-1"])
+    invoke("workload", "baseline", "set", key, "1000")
+
+    text = invoke("workload", "list").output
+    assert "338.8% (6.78x of 1,000 tok/s) FLAGGED: above 105%, re-measure the baseline" in text, text
+    [group] = json.loads(invoke("workload", "list", "--json").output)["workloads"][0]["scaling"]
+    assert group["flag"]["kind"] == "efficiency_above_100"
+    assert "re-measure the one-node baseline" in group["flag"]["action"]

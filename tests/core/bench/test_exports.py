@@ -26,6 +26,8 @@ def runs():
 
 def test_scaling_csv_has_plain_numbers_for_tools(runs):
     rows = list(csv.DictReader(io.StringIO(export_text(scaling_report(runs), "csv"))))
+    assert float(rows[2]["tok/s std"]) == 0.5258 and float(rows[2]["prefill std"]) == 19.4  # std over runs
+    assert rows[2]["flags"] == ""
     assert [r["nodes"] for r in rows] == ["1", "2", "8"]
     assert float(rows[2]["decode tok/s"]) == 52.58
     assert float(rows[2]["speed-up"]) == round(52.58 / 11.86, 4)
@@ -35,7 +37,8 @@ def test_scaling_csv_has_plain_numbers_for_tools(runs):
 
 def test_scaling_markdown_is_rounded_and_carries_notes(runs):
     text = export_text(scaling_report(runs), "md")
-    row = "| 8 | 3 | complete | switch | — | 52.58 | 1,940.00 | 100.00 | 4.43x | 1.94x | 55.4% | 24.2% | — | — |"
+    row = ("| 8 | 3 | complete | switch | — | 52.58 | 0.53 | 1,940.00 | 19.40 | 100.00 | 4.43x | 1.94x | 55.4% | 24.2% "
+           "| — | — | — | — | — | — |")
     assert row in text
     assert "- efficiency = tok/s(N) / (N x tok/s(1))" in text
     assert "Published (Qwen3.8-27B-NVFP4" in text
@@ -53,7 +56,8 @@ def test_run_and_comparison_exports(runs):
     run_csv = list(csv.DictReader(io.StringIO(export_text(runs[2], "csv"))))
     assert run_csv == [{"pp": "8192", "tg": "256", "depth": "0", "concurrency": "1", "decode tok/s": "52.58",
                         "decode std": "0.5258", "decode bound": "", "decode % of bound": "",
-                        "prefill tok/s": "1940.0", "prefill bound": "", "prefill % of bound": "",
+                        "prefill tok/s": "1940.0", "prefill std": "19.4", "prefill bound": "",
+                        "prefill % of bound": "",
                         "TTFT ms": "100.0", "peak tok/s": "53.6316"}]
     md = export_text(compare_runs(runs[0], runs[2]), "md")
     assert "| decode tok/s | 11.86 | 52.58 | 4.43x |" in md
