@@ -80,3 +80,31 @@ def test_png_is_a_real_chart(runs, tmp_path):
 def test_png_has_no_text_form(runs):
     with pytest.raises(BenchInputError, match="png writes a file"):
         export_text(runs[0], "png")
+
+
+def test_png_charts_show_the_std_as_error_bars_and_the_bound_as_a_named_line(runs, tmp_path):
+    from matplotlib.container import BarContainer
+
+    from sparksync.core.bench.bounds import run_bounds
+    from sparksync.core.bench.chart import BOUND_LABEL, draw
+    from tests.core.test_planner_bounds import QWEN_27B
+
+    def bounded(record):
+        bounds = run_bounds(QWEN_27B, record.profile, record.context.cluster_size)
+        summary = record.summary.model_copy(update={"decode_bound_tps": bounds.headline.decode_tps,
+                                                    "prefill_bound_tps": bounds.headline.prefill_tps})
+        return record.model_copy(update={"bounds": bounds, "summary": summary})
+
+    report = scaling_report([bounded(r) for r in runs])
+    decode_axes = draw(report).axes[0]
+    [bars] = [c for c in decode_axes.containers if isinstance(c, BarContainer)]
+    assert bars.errorbar is not None  # matplotlib keeps the error bars of a bar() with yerr
+    _, caps, (segments,) = bars.errorbar.lines
+    spans = [seg[1][1] - seg[0][1] for seg in segments.get_segments()]
+    assert spans == pytest.approx([2 * r.throughput_std for r in report.rows])  # ± one std
+    [bound] = [line for line in decode_axes.get_lines() if line.get_label().startswith(BOUND_LABEL)]
+    assert list(bound.get_ydata()) == pytest.approx([r.decode_bound_tps for r in report.rows])
+    assert "TP×8" in bound.get_label() and "1 node" in bound.get_label()
+    run_axes = draw(bounded(runs[2])).axes
+    assert all(any(line.get_label().startswith(BOUND_LABEL) for line in a.get_lines()) for a in run_axes)
+    assert export_file(report, "png", tmp_path / "scaling.png").read_bytes().startswith(PNG_SIGNATURE)
