@@ -178,6 +178,7 @@ def fit(**values: Any) -> None:
     \b
     Each node holds weights / N + its share of the KV cache + overhead; the
     model fits on N nodes when every one of them has that much free.
+    Exits 0 when it fits, 1 when it does not (scripts can test it), 2 for bad input.
     """
     model = build_model(values)
     options = FitOptions(
@@ -192,6 +193,11 @@ def fit(**values: Any) -> None:
         click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
     else:
         click.echo(format_fit(report))
+    if not report.fits:
+        raise SystemExit(DOES_NOT_FIT_EXIT)
+
+
+DOES_NOT_FIT_EXIT = 1  # an answer, not an error: 2 stays "bad input"
 
 
 def _cluster(values: dict[str, Any]) -> list[NodeMemory]:
