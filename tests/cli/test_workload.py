@@ -157,3 +157,52 @@ def test_an_efficiency_above_105_percent_is_flagged_with_what_to_do(monkeypatch)
     [group] = json.loads(invoke("workload", "list", "--json").output)["workloads"][0]["scaling"]
     assert group["flag"]["kind"] == "efficiency_above_100"
     assert "re-measure the one-node baseline" in group["flag"]["action"]
+
+
+def test_a_workload_failed_over_an_hour_ago_leaves_the_default_list_and_prune_drops_it(monkeypatch):
+    import time
+
+    from sparksync_agent.protocol import RankState
+    from tests.core.workloads.baseline_fakes import TrainingAgents, training_record
+
+    old, _ = training_record("old-fail", 1)
+    old = old.model_copy(update={"created_at": time.time() - 7200})  # no rank says when it ended
+    recent, argv = training_record("new-fail", 1)
+    for record in (old, recent):
+        WorkloadStore().add(record)
+    agents = {w.record.workload_id: w for w in (TrainingAgents(old, argv, state=RankState.failed),
+                                                  TrainingAgents(recent, argv, state=RankState.failed))}
+    agents["old-fail"].history = {"spark-1": [450.0, None]}  # its node's telemetry still holds its last figure
+
+    class Client:  # one node running both: each workload's status, and the old one's telemetry
+        def __init__(self, node):
+            self.node = node
+
+        def of(self, workload_id):
+            return agents[workload_id].call(self.node, lambda client: client)
+
+        def workload(self, workload_id):
+            return self.of(workload_id).workload(workload_id)
+
+        def forget_workload(self, workload_id):
+            return self.of(workload_id).forget_workload(workload_id)
+
+        def telemetry(self, since, limit=None):
+            return self.of("old-fail").telemetry(since, limit)
+
+        def snapshot(self):
+            return self.of("old-fail").snapshot()
+
+    class Both:
+        def call(self, node, action):
+            return action(Client(node))
+
+    _fake_nodes(monkeypatch, Both())
+    text = invoke("workload", "list").output
+    assert "new-fail" in text and "old-fail" not in text.split("(")[0], text
+    assert "1 failed or gone for more than an hour not shown" in text
+    shown = json.loads(invoke("workload", "list", "--all", "--json").output)
+    assert [w["workload_id"] for w in shown["workloads"]] == ["old-fail", "new-fail"]
+    assert shown["workloads"][0]["last_decode_tps"] == 450.0
+    assert invoke("workload", "prune").output.split() == ["dropped", "old-fail", "dropped", "new-fail"]
+    assert WorkloadStore().list() == []
