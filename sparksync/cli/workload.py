@@ -21,8 +21,11 @@ one the desktop app uses.
 from __future__ import annotations
 
 import json
+import signal
+import sys
 import threading
 import time
+import webbrowser
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,7 +45,9 @@ from sparksync.core.workloads import (
     WorkloadControl,
     WorkloadError,
     WorkloadStore,
+    TunnelReach,
     WorkloadView,
+    open_workload,
     parse_settings,
     resolve,
 )
@@ -132,6 +137,34 @@ def list_(as_json: bool, show_all: bool) -> None:
     if hidden:
         click.echo(f"({len(hidden)} failed or gone for more than an hour not shown: `sparksync workload list "
                    "--all`; `sparksync workload prune` drops them)")
+
+
+@workload.command("open")
+@click.argument("name")
+@click.option("--browser", is_flag=True, help="Also open the browser at the engine's /v1/models.")
+def open_(name: str, browser: bool) -> None:
+    """Reach workload NAME's HTTP API from here until Ctrl-C: a tunnel to its head node's port.
+
+    NAME is a workload id, a recipe name (every replica started from it) or a group. Prints
+    each endpoint's local URL (an OpenAI-compatible base URL ends in /v1).
+    """
+    records = WorkloadStore().list()
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with Fleet() as fleet, open_workload(TunnelReach(fleet), records, name) as opened:
+            for endpoint, url in opened:
+                click.echo(f"{endpoint.group} on {endpoint.node}: {url}/v1  (Ctrl-C closes it)")
+                if browser:
+                    webbrowser.open(f"{url}/v1/models")
+            sys.stdout.flush()
+            try:
+                stop.wait()
+            except KeyboardInterrupt:
+                pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    click.echo(f"closed {name}", err=True)
 
 
 @workload.command("prune")

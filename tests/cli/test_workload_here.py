@@ -117,3 +117,34 @@ def test_a_stopped_workload_keeps_its_last_tokens_per_second_until_it_is_pruned(
     assert invoke("workload", "prune").strip() == "no failed or gone workloads to drop"  # stopped stays
     assert invoke("workload", "prune", "--ended").strip() == f"dropped {workload_id}"
     assert json.loads(invoke("workload", "list", "--json")) == {"workloads": []}
+
+
+def test_workload_open_prints_a_url_that_reaches_the_engine_until_ctrl_c(here):
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    model, port = write_demo_model(), free_port()
+    started = json.loads(invoke(
+        "workload", "start", "llamacpp-single", "--nodes", "local", "--model", str(model), "--http-port", str(port),
+        "--set", "llamacpp.threads=1", "--json",
+    ))  # fmt: skip
+    workload_id = started["workload_id"]
+    opener = subprocess.Popen([sys.executable, "-m", "sparksync", "workload", "open", workload_id],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        line = opener.stdout.readline()
+        group = started["ranks"][0]["group"]
+        assert line.startswith(f"{group} on this computer: http://"), line
+        url = line.split(": ", 1)[1].split()[0]
+        assert url.endswith("/v1")
+        models = httpx.get(f"{url}/models", timeout=10).raise_for_status().json()["data"]
+        assert models, models
+    finally:
+        opener.send_signal(signal.SIGINT)
+        assert opener.wait(timeout=30) == 0, opener.stderr.read()
+        invoke("workload", "stop", workload_id)
+    unknown = CliRunner().invoke(cli, ["workload", "open", "nothing-here"])
+    assert unknown.exit_code != 0 and "serves HTTP" in unknown.output

@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from sparksync_agent.protocol import EngineReport, LogPage
@@ -48,7 +49,8 @@ from sparksync.core.workloads.training_scaling import (
     record_before_stop,
     scaling,
 )
-from sparksync.core.workloads.workload_store import RankRef, WorkloadRecord, WorkloadStore
+from sparksync.core.workloads.reach import HasTransports, TunnelReach, open_workload
+from sparksync.core.workloads.workload_store import Endpoint, RankRef, WorkloadRecord, WorkloadStore
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,7 @@ class WorkloadControl:
         self.baselines = BaselineStore()
         self._baseline_read: set[str] = set()  # ended workloads whose telemetry was read for a baseline
         self._last_read: dict[str, running.LastTokens | None] = {}  # ended workloads' last tokens/s
+        self._opened: dict[str, tuple[ExitStack, list[tuple[Endpoint, str]]]] = {}  # workload -> its tunnels
 
     @property
     def agents(self) -> NodeAgents:
@@ -228,6 +231,37 @@ class WorkloadControl:
         if record.workload_id not in self._last_read:
             self._last_read[record.workload_id] = running.last_tokens(self.agents, record)
         return self._last_read[record.workload_id]
+
+    # --- reaching an engine from here -------------------------------------------------------------
+
+    def open_api(self, workload_id: str) -> list[tuple[Endpoint, str]]:
+        """Keep a tunnel to each of the workload's HTTP endpoints until ``close_api``: [(endpoint, URL)]."""
+        if workload_id in self._opened:
+            return self._opened[workload_id][1]
+        fleet = self.agents
+        if not isinstance(fleet, HasTransports):
+            raise WorkloadError("these nodes are not reached over SSH here, so no tunnel can be opened.")
+        stack = ExitStack()
+        try:
+            opened = stack.enter_context(open_workload(TunnelReach(fleet), self.store.list(), workload_id))
+        except BaseException:
+            stack.close()
+            raise
+        self._opened[workload_id] = (stack, opened)
+        return opened
+
+    def close_api(self, workload_id: str) -> None:
+        entry = self._opened.pop(workload_id, None)
+        if entry is not None:
+            entry[0].close()
+
+    def close_all_api(self) -> None:
+        for workload_id in list(self._opened):
+            self.close_api(workload_id)
+
+    def opened_api(self, workload_id: str) -> list[tuple[Endpoint, str]] | None:
+        entry = self._opened.get(workload_id)
+        return entry[1] if entry else None
 
     def prune(self, states: Sequence[str] = CLEARABLE) -> list[str]:
         """Drop every workload in one of ``states`` (failed and gone by default) from the list and
