@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 def inference_record(request: BenchRequest, outcome: BenchOutcome) -> RunRecord:
     bounds, bounds_note = _bounds(request, outcome)
-    summary = _with_headline_bound(summarize(outcome.result), bounds, outcome.result)
+    summary = with_headline_bound(summarize(outcome.result), bounds, outcome.result)
     return RunRecord(
         created_at=outcome.started_at,
         kind="inference",
@@ -68,7 +68,7 @@ def _bounds(request: BenchRequest, outcome: BenchOutcome) -> tuple[RunBounds | N
         return None, f"no bound: {exc}"
 
 
-def _with_headline_bound(summary: RunSummary, bounds: RunBounds | None, result: dict | None) -> RunSummary:
+def with_headline_bound(summary: RunSummary, bounds: RunBounds | None, result: dict | None) -> RunSummary:
     """The bound of the test the headline figures come from (the first one measured)."""
     if bounds is None:
         return summary
