@@ -27,6 +27,7 @@ JSON in ``result``). A run that did not complete is stored all the same
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -129,9 +130,9 @@ def run_cmd(endpoint: str, model: str, tokenizer: Path, api_key: str | None, pro
     history = HistoryStore()
     if not as_json:
         click.echo(f"benchmarking {model} at {request.endpoint.base_url} ({profile.describe()})", err=True)
-    record = run_and_store(BenchRunner(request, on_progress=_progress_printer()), history)
+    record = run_and_store(BenchRunner(request, on_progress=_progress_printer(as_json)), history)
     _print_run(record, as_json)
-    _raise_unless_complete(record)
+    _raise_unless_complete(record, json_lines=as_json and not sys.stderr.isatty())
 
 
 @bench.command("list")
@@ -317,10 +318,11 @@ def _context(options: dict) -> RunContext:
     return RunContext(nodes=nodes, topology=topology, **options)
 
 
-def _progress_printer():
-    """A one-line progress bar on an interactive stderr; nothing when stderr is a file or pipe."""
+def _progress_printer(as_json: bool = False):
+    """A one-line progress bar on an interactive stderr; with ``--json`` on a file or pipe, one
+    JSON object per update on stderr (stdout keeps the stored run's JSON); else nothing."""
     if not sys.stderr.isatty():
-        return None
+        return _progress_lines if as_json else None
 
     def show(p: BenchProgress) -> None:
         filled = int(p.fraction * 30)
@@ -331,6 +333,10 @@ def _progress_printer():
     return show
 
 
+def _progress_lines(p: BenchProgress) -> None:
+    click.echo(json.dumps({"event": "progress", **dataclasses.asdict(p)}), err=True)
+
+
 def _print_run(record: RunRecord, as_json: bool) -> None:
     if as_json:
         click.echo(record.model_dump_json(indent=2))
@@ -338,9 +344,12 @@ def _print_run(record: RunRecord, as_json: bool) -> None:
     click.echo(to_markdown(tables_of(record)), nl=False)
 
 
-def _raise_unless_complete(record: RunRecord) -> None:
+def _raise_unless_complete(record: RunRecord, json_lines: bool = False) -> None:
     for warning in record.details.warnings:
-        click.echo(f"sparksync: warning: {warning}", err=True)
+        if json_lines:  # beside the progress lines, in their form
+            click.echo(json.dumps({"event": "warning", "message": warning}), err=True)
+        else:
+            click.echo(f"sparksync: warning: {warning}", err=True)
     if record.status == "complete":
         return
     where = f"stored as run {record.id} ({record.status})"

@@ -22,6 +22,7 @@ import click
 from sparksync.core.fleet import Fleet, wait_first_sample
 from sparksync.core.base import SparkSyncError
 from sparksync.core.planner import (
+    SPLITS,
     Hardware,
     ModelSpec,
     PlanInputError,
@@ -29,6 +30,8 @@ from sparksync.core.planner import (
     percent_of_bound,
     prefill_bound,
     read_model,
+    split_label,
+    split_model,
 )
 from sparksync.core.planner import (
     DEFAULT_OVERHEAD_GB,
@@ -175,6 +178,7 @@ def fit(**values: Any) -> None:
     \b
     Each node holds weights / N + its share of the KV cache + overhead; the
     model fits on N nodes when every one of them has that much free.
+    Exits 0 when it fits, 1 when it does not (scripts can test it), 2 for bad input.
     """
     model = build_model(values)
     options = FitOptions(
@@ -189,6 +193,11 @@ def fit(**values: Any) -> None:
         click.echo(json.dumps(report.model_dump(mode="json"), indent=2))
     else:
         click.echo(format_fit(report))
+    if not report.fits:
+        raise SystemExit(DOES_NOT_FIT_EXIT)
+
+
+DOES_NOT_FIT_EXIT = 1  # an answer, not an error: 2 stays "bad input"
 
 
 def _cluster(values: dict[str, Any]) -> list[NodeMemory]:
@@ -316,6 +325,14 @@ def _gb(value: float) -> str:
 )
 @click.option("--peak-tflops", type=POSITIVE, help="Dense peak TFLOP/s per node at that precision.")
 @click.option(
+    "--split",
+    type=click.Choice(list(SPLITS)),
+    default="tensor",
+    show_default=True,
+    help="How the nodes share the model: tensor parallel (vLLM, SGLang, TRT-LLM), layer split "
+    "(llama.cpp RPC: every node's layers in turn) or one-node replicas.",
+)
+@click.option(
     "--measured-decode",
     type=click.FloatRange(min=0),
     multiple=True,
@@ -371,13 +388,17 @@ def _measured(values: dict[str, Any], key: str, index: int) -> float | None:
 
 
 def _speed_row(model: ModelSpec, nodes: int, hardware: Hardware, values: dict[str, Any], index: int) -> dict:
+    split = values.get("split") or "tensor"
     decode = decode_bound(
-        model, nodes, hardware, values["context"], values["concurrency"], values["kv_dtype"]
+        model, nodes, hardware, values["context"], values["concurrency"], values["kv_dtype"], split=split
     )
     prefill = prefill_bound(
-        model, nodes, hardware, values["prompt_tokens"], values["concurrency"], values["precision"]
+        model, nodes, hardware, values["prompt_tokens"], values["concurrency"], values["precision"], split=split
     )
-    row: dict[str, Any] = {"nodes": nodes, "decode": decode.model_dump(), "prefill": prefill.model_dump()}
+    row: dict[str, Any] = {
+        "nodes": nodes, "split": split, "bound_model": split_model(split, nodes),
+        "decode": decode.model_dump(), "prefill": prefill.model_dump(),
+    }  # fmt: skip
     for kind, bound in (("decode", decode.tokens_per_second), ("prefill", prefill.tokens_per_second)):
         measured = _measured(values, f"measured_{kind}", index)
         row[f"measured_{kind}"] = measured
@@ -390,7 +411,7 @@ def format_speed(model: ModelSpec, hardware: Hardware, rows: list[dict]) -> str:
     lines = [title + f"weights {_gb(model.total_weight_bytes)}"]
     header = (
         f"{'nodes':>5}  {'decode bound':>13}  {'memory+comm ms':>15}  {'measured':>9}  {'% bound':>7}  "
-        f"{'prefill bound':>14}  {'measured':>9}  {'% bound':>7}"
+        f"{'prefill bound':>14}  {'measured':>9}  {'% bound':>7}  bound model"
     )
     lines.append(header)
     for row in rows:
@@ -400,7 +421,7 @@ def format_speed(model: ModelSpec, hardware: Hardware, rows: list[dict]) -> str:
             f"{d['memory_seconds'] * 1e3:>7.1f}+{d['comm_seconds'] * 1e3:<7.1f}  "
             f"{_opt(row['measured_decode']):>9}  {_pct(row['decode_percent_of_bound']):>7}  "
             f"{p['tokens_per_second']:>10,.0f} t/s  {_opt(row['measured_prefill']):>9}  "
-            f"{_pct(row['prefill_percent_of_bound']):>7}"
+            f"{_pct(row['prefill_percent_of_bound']):>7}  {split_label(row['split'], row['nodes'])}"
         )
     lines.append(_assumptions(model, hardware, rows))
     return "\n".join(lines)

@@ -21,8 +21,11 @@ one the desktop app uses.
 from __future__ import annotations
 
 import json
+import signal
+import sys
 import threading
 import time
+import webbrowser
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,7 +46,9 @@ from sparksync.core.workloads import (
     WorkloadControl,
     WorkloadError,
     WorkloadStore,
+    TunnelReach,
     WorkloadView,
+    open_workload,
     parse_settings,
     resolve,
 )
@@ -112,8 +117,14 @@ def start(recipe: str, nodes: str | None, plan_file: Path | None, model: str | N
 
 @workload.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def list_(as_json: bool) -> None:
-    """The workloads started from this computer, as their nodes report them now."""
+@click.option("--all", "show_all", is_flag=True,
+              help="Also the workloads failed or gone for more than an hour (left out by default).")
+def list_(as_json: bool, show_all: bool) -> None:
+    """The workloads started from this computer, as their nodes report them now.
+
+    An ended workload shows the last tokens/s its nodes recorded. Failed and gone workloads
+    leave this list an hour after they ended (see --all); `workload prune` drops them.
+    """
     records = WorkloadStore().list()
     if not records:  # nothing to ask the nodes about
         click.echo(json.dumps({"workloads": []}) if as_json else "no workloads (start one with "
@@ -121,17 +132,66 @@ def list_(as_json: bool) -> None:
         return
     with _control() as control:
         found = control.rows()  # an ended one-node training run becomes its setup's baseline
+    hidden = [] if show_all else [r for r in found if r.stale]
+    found = [r for r in found if r not in hidden]
     if as_json:
         docs = [_view_json(r.view) | {"decode_tps": r.decode_tps, "prefill_tps": r.prefill_tps,
+                                      "last_decode_tps": r.last.decode_tps if r.last else None,
+                                      "last_tokens_at": r.last.at if r.last else None,
                                       "scaling": [g.as_json() for g in r.scaling]}
                 for r in found]  # fmt: skip
-        click.echo(json.dumps({"workloads": docs}, indent=2))
+        click.echo(json.dumps({"workloads": docs, "hidden": [r.view.workload_id for r in hidden]}, indent=2))
         return
     rows = [("ID", "STATE", "NODES", "TOK/S", "SCALING")] + [
-        (r.view.workload_id, r.view.state, ",".join(r.view.record.nodes()), _rate(r.decode_tps), _scaling(r.scaling))
+        (r.view.workload_id, r.view.state, ",".join(r.view.record.nodes()), _row_rate(r), _scaling(r.scaling))
         for r in found
     ]
     click.echo(_table(rows))
+    if hidden:
+        click.echo(f"({len(hidden)} failed or gone for more than an hour not shown: `sparksync workload list "
+                   "--all`; `sparksync workload prune` drops them)")
+
+
+@workload.command("open")
+@click.argument("name")
+@click.option("--browser", is_flag=True, help="Also open the browser at the engine's /v1/models.")
+def open_(name: str, browser: bool) -> None:
+    """Reach workload NAME's HTTP API from here until Ctrl-C: a tunnel to its head node's port.
+
+    NAME is a workload id, a recipe name (every replica started from it) or a group. Prints
+    each endpoint's local URL (an OpenAI-compatible base URL ends in /v1).
+    """
+    records = WorkloadStore().list()
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with Fleet() as fleet, open_workload(TunnelReach(fleet), records, name) as opened:
+            for endpoint, url in opened:
+                click.echo(f"{endpoint.group} on {endpoint.node}: {url}/v1  (Ctrl-C closes it)")
+                if browser:
+                    webbrowser.open(f"{url}/v1/models")
+            sys.stdout.flush()
+            try:
+                stop.wait()
+            except KeyboardInterrupt:
+                pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    click.echo(f"closed {name}", err=True)
+
+
+@workload.command("prune")
+@click.option("--ended", is_flag=True, help="Also the stopped and exited ones, not only failed and gone.")
+def prune(ended: bool) -> None:
+    """Drop failed and gone workloads from the list and from their nodes (with their logs)."""
+    states = ("failed", "gone", "stopped", "exited") if ended else ("failed", "gone")
+    with _control() as control:
+        dropped = control.prune(states)
+    click.echo("\n".join(f"dropped {w}" for w in dropped) or f"no {' or '.join(states)} workloads to drop")
+
+
+def _row_rate(row) -> str:
+    return row.tokens_text()
 
 
 @workload.command("stop")

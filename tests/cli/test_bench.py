@@ -54,6 +54,12 @@ def test_run_stores_the_result_and_prints_it_as_json(fake_server, tokenizer_json
     assert record["result"]["benchmarks"][0]["response_size"] == 8
     (item,) = HistoryStore().list_runs()
     assert item.label == "cli test" and item.decode_tps == record["summary"]["decode_tps"]
+    # Not on a terminal, --json progress is one JSON object per line on stderr.
+    lines = [json.loads(line) for line in result.stderr.splitlines()]
+    progress = [p for p in lines if p["event"] == "progress"]
+    assert progress and {p["event"] for p in lines} <= {"progress", "warning"}, result.stderr
+    assert progress[-1]["finished"] and progress[-1]["requests_done"] == progress[-1]["requests_total"] > 0
+    assert any(p["tokens_generated"] > 0 for p in progress)
 
 
 def test_an_unreachable_endpoint_is_a_clear_error_and_stores_nothing(tokenizer_json):

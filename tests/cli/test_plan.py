@@ -41,7 +41,7 @@ def run(*args: str):
 
 def test_glm_does_not_fit_on_3_nodes():
     result = run("fit", *GLM, "--nodes", "3")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # scripts rely on it: "does not fit" is not success
     assert "on 3 nodes it does NOT fit" in result.stdout
     assert "needs 4 nodes (the fewest that fit)" in result.stdout
     assert "cluster: up to 8 nodes of 128.0 GB (124.0 GB free after the OS reserve)" in result.stdout
@@ -62,6 +62,7 @@ def test_64_gb_nodes_change_the_answer():
     result = run("fit", *GLM[:-1], "64", "--json")
     report = json.loads(result.stdout)
     assert report["fits"] is False and report["nodes_needed"] is None
+    assert result.exit_code == 1
     assert "does NOT fit on all 8 nodes" in run("fit", *GLM[:-1], "64").stdout
 
 
@@ -199,6 +200,9 @@ def test_plan_fit_as_a_process():
         timeout=60,
         check=False,
     )
-    assert completed.returncode == 0, completed.stderr
+    assert completed.returncode == 1, completed.stderr  # a script's `if sparksync plan fit ...` reads "no"
     report = json.loads(completed.stdout)
     assert report["fits"] is False and report["nodes_needed"] == 4
+    fits = subprocess.run([sys.executable, "-m", "sparksync", "plan", "fit", *GLM, "--nodes", "8"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert fits.returncode == 0 and "it fits" in fits.stdout, fits.stderr

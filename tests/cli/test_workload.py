@@ -92,6 +92,7 @@ def test_list_shows_the_efficiency_of_a_training_run_against_its_baseline(monkey
         "group": "train-1", "recipe": "train", "nodes": 2, "baseline_key": key,
         "setup": "train: --nproc_per_node 1 train.py --batch 32", "tokens_per_s": 1900.0,
         "baseline_tokens_per_s": 1000.0, "baseline_source": "user", "efficiency": 0, "speedup": 0, "note": None,
+        "flag": None,
     }  # fmt: skip
 
 
@@ -137,3 +138,71 @@ def test_watch_records_the_baseline_of_a_one_node_run_that_ended(monkeypatch):
     assert result.exit_code == 0, result.output
     assert "400.0 tok/s (median of 2 figures)" in result.output
     assert result.output.strip().endswith("workload ended: exited")
+
+
+def test_an_efficiency_above_105_percent_is_flagged_with_what_to_do(monkeypatch):
+    from sparksync.core.workloads.baseline import key_of
+    from tests.core.workloads.baseline_fakes import TrainingAgents, training_record
+
+    record, argv = training_record("train-busy", 2)
+    WorkloadStore().add(record)
+    agents = TrainingAgents(record, argv)
+    agents.history = {"spark-1": [3388.0], "spark-2": [3388.0]}  # 6,776 tok/s against a baseline of 1,000
+    _fake_nodes(monkeypatch, agents)
+    key = key_of("train", argv["spark-1"])
+    invoke("workload", "baseline", "set", key, "1000")
+
+    text = invoke("workload", "list").output
+    assert "338.8% (6.78x of 1,000 tok/s) FLAGGED: above 105%, re-measure the baseline" in text, text
+    [group] = json.loads(invoke("workload", "list", "--json").output)["workloads"][0]["scaling"]
+    assert group["flag"]["kind"] == "efficiency_above_100"
+    assert "re-measure the one-node baseline" in group["flag"]["action"]
+
+
+def test_a_workload_failed_over_an_hour_ago_leaves_the_default_list_and_prune_drops_it(monkeypatch):
+    import time
+
+    from sparksync_agent.protocol import RankState
+    from tests.core.workloads.baseline_fakes import TrainingAgents, training_record
+
+    old, _ = training_record("old-fail", 1)
+    old = old.model_copy(update={"created_at": time.time() - 7200})  # no rank says when it ended
+    recent, argv = training_record("new-fail", 1)
+    for record in (old, recent):
+        WorkloadStore().add(record)
+    agents = {w.record.workload_id: w for w in (TrainingAgents(old, argv, state=RankState.failed),
+                                                  TrainingAgents(recent, argv, state=RankState.failed))}
+    agents["old-fail"].history = {"spark-1": [450.0, None]}  # its node's telemetry still holds its last figure
+
+    class Client:  # one node running both: each workload's status, and the old one's telemetry
+        def __init__(self, node):
+            self.node = node
+
+        def of(self, workload_id):
+            return agents[workload_id].call(self.node, lambda client: client)
+
+        def workload(self, workload_id):
+            return self.of(workload_id).workload(workload_id)
+
+        def forget_workload(self, workload_id):
+            return self.of(workload_id).forget_workload(workload_id)
+
+        def telemetry(self, since, limit=None):
+            return self.of("old-fail").telemetry(since, limit)
+
+        def snapshot(self):
+            return self.of("old-fail").snapshot()
+
+    class Both:
+        def call(self, node, action):
+            return action(Client(node))
+
+    _fake_nodes(monkeypatch, Both())
+    text = invoke("workload", "list").output
+    assert "new-fail" in text and "old-fail" not in text.split("(")[0], text
+    assert "1 failed or gone for more than an hour not shown" in text
+    shown = json.loads(invoke("workload", "list", "--all", "--json").output)
+    assert [w["workload_id"] for w in shown["workloads"]] == ["old-fail", "new-fail"]
+    assert shown["workloads"][0]["last_decode_tps"] == 450.0
+    assert invoke("workload", "prune").output.split() == ["dropped", "old-fail", "dropped", "new-fail"]
+    assert WorkloadStore().list() == []

@@ -88,3 +88,63 @@ def wait_for_tokens(agent: LocalAgent) -> list[float]:
                 return rates
             time.sleep(0.2)
     pytest.fail(f"no tokens/s above zero in this computer's telemetry within {WAIT_S:.0f} s (last: {rates})")
+
+
+def test_a_stopped_workload_keeps_its_last_tokens_per_second_until_it_is_pruned(here):
+    model, port = write_demo_model(), free_port()
+    started = json.loads(invoke(
+        "workload", "start", "llamacpp-single", "--nodes", "local", "--model", str(model), "--http-port", str(port),
+        "--set", "llamacpp.threads=1", "--set", "llamacpp.context=2048", "--json",
+    ))  # fmt: skip
+    workload_id = started["workload_id"]
+    try:
+        stop = threading.Event()
+        load = threading.Thread(target=lambda: generate_for(f"http://127.0.0.1:{port}", WAIT_S, stop))
+        load.start()
+        try:
+            wait_for_tokens(here)
+        finally:
+            stop.set()
+            load.join()
+    finally:
+        invoke("workload", "stop", workload_id, "--keep")
+
+    [entry] = json.loads(invoke("workload", "list", "--json"))["workloads"]
+    assert entry["state"] == "stopped" and entry["decode_tps"] is None
+    assert entry["last_decode_tps"] > 0 and entry["last_tokens_at"] <= time.time()
+    line = next(ln for ln in invoke("workload", "list").splitlines() if ln.startswith(workload_id))
+    assert " last " in line and "no tokens/s" not in line, line
+    assert invoke("workload", "prune").strip() == "no failed or gone workloads to drop"  # stopped stays
+    assert invoke("workload", "prune", "--ended").strip() == f"dropped {workload_id}"
+    assert json.loads(invoke("workload", "list", "--json")) == {"workloads": []}
+
+
+def test_workload_open_prints_a_url_that_reaches_the_engine_until_ctrl_c(here):
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    model, port = write_demo_model(), free_port()
+    started = json.loads(invoke(
+        "workload", "start", "llamacpp-single", "--nodes", "local", "--model", str(model), "--http-port", str(port),
+        "--set", "llamacpp.threads=1", "--json",
+    ))  # fmt: skip
+    workload_id = started["workload_id"]
+    opener = subprocess.Popen([sys.executable, "-m", "sparksync", "workload", "open", workload_id],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        line = opener.stdout.readline()
+        group = started["ranks"][0]["group"]
+        assert line.startswith(f"{group} on this computer: http://"), line
+        url = line.split(": ", 1)[1].split()[0]
+        assert url.endswith("/v1")
+        models = httpx.get(f"{url}/models", timeout=10).raise_for_status().json()["data"]
+        assert models, models
+    finally:
+        opener.send_signal(signal.SIGINT)
+        assert opener.wait(timeout=30) == 0, opener.stderr.read()
+        invoke("workload", "stop", workload_id)
+    unknown = CliRunner().invoke(cli, ["workload", "open", "nothing-here"])
+    assert unknown.exit_code != 0 and "serves HTTP" in unknown.output

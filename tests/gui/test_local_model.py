@@ -9,7 +9,9 @@ window in the telemetry and is plotted.
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,6 +95,20 @@ def test_a_workload_on_this_computer_from_the_workloads_panel(qtbot, live_window
     finally:
         stop.set()
         load.join()
+    # "Open API": the engine's local URL shows below the list, and answers.
+    panel.table.select(view.workload_id)
+    qtbot.waitUntil(panel.open_button.isEnabled, timeout=10_000)
+    panel.open_button.click()
+    qtbot.waitUntil(lambda: "/v1" in panel.api_label.text(), timeout=30_000)
+    assert panel.open_button.text() == "Close API"
+    [url] = panel._api_open[view.workload_id]
+    import httpx
+
+    assert httpx.get(f"{url}/models", timeout=10).raise_for_status().json()["data"]
+    if os.environ.get("SPARKSYNC_SCREENSHOTS"):
+        win.grab().save(str(Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "workload_open_api.png"))
+    panel.open_button.click()
+    qtbot.waitUntil(lambda: panel.api_label.text() == "", timeout=10_000)
     removed = []
     panel.jobs.run("Removing", lambda: panel.control.remove(view.workload_id), removed.append)
     qtbot.waitUntil(lambda: bool(removed), timeout=START_MS)

@@ -9,7 +9,9 @@ from sparksync_agent._version import __version__ as AGENT_VERSION  # noqa: F401 
 # 1.1: workloads, logs, engines; Sample.workloads; Snapshot.engines
 # 1.2: the fabric: GET /v1/fabric (ports, cabling probe), POST /v1/fabric/apply and /rollback
 # 1.3: models: /v1/models (list, roots, delete), receive/verify/finalize, reach, jobs (fetch, push)
-PROTOCOL_VERSION = "1.3"
+# 1.4: TokensSource.slots_path, .decode_gauge, .busy_gauge (decode tokens/s while llama.cpp and SGLang
+#      generate; their counters grow only when a request ends)
+PROTOCOL_VERSION = "1.4"
 
 
 def protocol_major(version: str) -> int:

@@ -64,7 +64,14 @@ class TokensSource(WireModel):
 
     - ``prometheus``: counters on ``http://host:port/path``; the agent turns
       them into a rate per second (decode from ``decode_counter``, prefill
-      from ``prefill_counter``);
+      from ``prefill_counter``); with ``slots_path`` (llama-server's
+      ``/slots``) decode follows each slot's ``n_decoded`` as tokens are
+      generated, because llama.cpp's counter only grows when a request ends;
+      with ``decode_gauge`` (a tokens/s gauge the engine sets as it decodes,
+      SGLang's ``sglang:gen_throughput``) decode reads that gauge while
+      ``busy_gauge`` (its running requests) is above zero, since SGLang's
+      counter too only grows when a request ends and the gauge keeps its last
+      value when idle;
     - ``log``: lines matching ``pattern``, whose named group ``tokens_per_s``
       is a rate already (thousands separators allowed, as in nanochat's
       ``tok/sec: 4,649``); optional groups ``step`` and ``loss``;
@@ -81,6 +88,9 @@ class TokensSource(WireModel):
     path: str = "/metrics"
     decode_counter: str | None = None
     prefill_counter: str | None = None
+    slots_path: str | None = None
+    decode_gauge: str | None = None
+    busy_gauge: str | None = None
     pattern: str | None = None
     scope: Literal["rank", "workload"] = "rank"
 

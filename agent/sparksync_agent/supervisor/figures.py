@@ -52,18 +52,26 @@ class FiguresBoard:
 _FIGURES = TypeAdapter(list[WorkloadFigures])
 
 
+async def _fetch(url: str) -> str | None:
+    try:
+        return await asyncio.to_thread(fetch_text, url, SCRAPE_TIMEOUT_S)
+    except (OSError, ValueError) as exc:
+        log.debug("tokens scrape of %s failed: %s", url, exc)
+        return None
+
+
 async def scrape_rank(rank: Rank) -> None:
-    """Read the rank's counters once; a failed scrape leaves the rates unknown."""
+    """Read the rank's counters (then its slots) once; a failed scrape leaves the rates unknown."""
     prom = rank.prom
     if prom is None:  # its tokens/s come from elsewhere
         return
+    text = await _fetch(prom.url)
+    # The slots after the counters: a request that ends in between is then owed by the
+    # counter to the next reading rather than counted twice (see LiveDecode).
+    slots_url = prom.slots_url
+    slots = await _fetch(slots_url) if slots_url is not None and text is not None else None
     try:
-        text = await asyncio.to_thread(fetch_text, prom.url, SCRAPE_TIMEOUT_S)
-    except (OSError, ValueError) as exc:
-        log.debug("tokens scrape of %s failed: %s", prom.url, exc)
-        text = None
-    try:
-        prom.update(time.monotonic(), text)
+        prom.update(time.monotonic(), text, slots)
     except ValueError as exc:  # not Prometheus text
         log.debug("tokens scrape of %s unreadable: %s", prom.url, exc)
         prom.update(time.monotonic(), None)

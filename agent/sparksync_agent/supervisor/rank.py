@@ -99,7 +99,7 @@ class Rank:
             role=launch.role, state=self.record.state, scope=launch.tokens_source.scope,
         )  # fmt: skip
         if self.prom is not None:
-            figures.decode_tps, figures.prefill_tps = self.prom.decode.rate, self.prom.prefill.rate
+            figures.decode_tps, figures.prefill_tps = self.prom.decode_rate, self.prom.prefill.rate
         if self.log_tokens is not None:
             found = self.log_tokens.figures
             figures.decode_tps, figures.step, figures.loss = found.tokens_per_s, found.step, found.loss

@@ -9,6 +9,9 @@ concurrency):
   ``depth + pp + tg / 2`` tokens, the mean cache size over the generated
   tokens. llama-benchy's decode figure at concurrency C is the aggregate of
   the C streams, as is the bound (batch / step time);
+* the split follows the engine: llama.cpp over several nodes (its RPC
+  backend) is a layer split, the others tensor parallel (``split_for_engine``);
+  the record keeps which, and every "% of bound" names it;
 * prefill: ``prefill_bound`` over ``depth + pp`` tokens (llama-benchy counts
   the depth as prompt unless the server caches it), ``batch = concurrency``.
 
@@ -30,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparksync.core.bench.profile import BenchProfile
 from sparksync.core.bench.results import percent_of_bound as percent
-from sparksync.core.planner.bounds import Hardware, decode_bound, prefill_bound
+from sparksync.core.planner.bounds import Hardware, Split, decode_bound, prefill_bound, split_label, split_model
 from sparksync.core.planner.errors import PlannerError
 from sparksync.core.planner.model import ModelSpec
 from sparksync.core.planner.readers import read_model
@@ -65,8 +68,18 @@ class RunBounds(BaseModel):
     model: ModelSpec
     hardware: Hardware
     nodes: int = Field(ge=1)
+    split: Split = Field("tensor", description="How the nodes share the model (older records: tensor)")
     tests: list[TestBound]
     notes: list[str] = Field(default_factory=list)
+
+    @property
+    def bound_model(self) -> str:
+        """The model the bound was computed under, in words (stands beside every "% of bound")."""
+        return split_model(self.split, self.nodes)
+
+    @property
+    def bound_label(self) -> str:
+        return split_label(self.split, self.nodes)
 
     def for_test(self, key: TestKey) -> TestBound | None:
         return next((t for t in self.tests if t.key == key), None)
@@ -78,19 +91,19 @@ class RunBounds(BaseModel):
 
 
 def run_bounds(model: ModelSpec, profile: BenchProfile, nodes: int, hardware: Hardware | None = None,
-               kv_dtype: str = "bf16") -> RunBounds:
+               kv_dtype: str = "bf16", split: Split = "tensor") -> RunBounds:
     """Bounds for each test of ``profile``, in llama-benchy's order (depth, pp, tg, concurrency)."""
     hardware = hardware or Hardware()
-    tests = [_test_bound(model, nodes, hardware, kv_dtype, depth, pp, tg, c)
+    tests = [_test_bound(model, nodes, hardware, kv_dtype, depth, pp, tg, c, split)
              for depth, pp, tg, c in itertools.product(profile.depth, profile.pp, profile.tg, profile.concurrency)]
     notes = [] if model.has_kv_shape else ["the model's shape is unknown: KV-cache reads are not counted"]
-    if nodes > 1 and (model.layers is None or model.hidden is None):
+    if nodes > 1 and split != "replica" and (model.layers is None or model.hidden is None):
         notes.append("the model's layers and hidden size are unknown: the fabric's cost is not counted")
-    return RunBounds(model=model, hardware=hardware, nodes=nodes, tests=tests, notes=notes)
+    return RunBounds(model=model, hardware=hardware, nodes=nodes, split=split, tests=tests, notes=notes)
 
 
 def _test_bound(model: ModelSpec, nodes: int, hardware: Hardware, kv_dtype: str, depth: int, pp: int,
-                tg: int, concurrency: int) -> TestBound:
+                tg: int, concurrency: int, split: Split = "tensor") -> TestBound:
     comm_known = nodes == 1 or (model.layers is not None and model.hidden is not None)
     basis = model
     if not comm_known:
@@ -99,8 +112,8 @@ def _test_bound(model: ModelSpec, nodes: int, hardware: Hardware, kv_dtype: str,
         basis = model.model_copy(update={"layers": 1, "hidden": 1})
         hardware = hardware.model_copy(update={"allreduce_latency_us": 0.0})
     decode = decode_bound(basis, nodes, hardware, context=depth + pp + tg // 2, batch=concurrency,
-                          kv_dtype=kv_dtype)
-    prefill = prefill_bound(basis, nodes, hardware, prompt_tokens=depth + pp, batch=concurrency)
+                          kv_dtype=kv_dtype, split=split)
+    prefill = prefill_bound(basis, nodes, hardware, prompt_tokens=depth + pp, batch=concurrency, split=split)
     return TestBound(pp=pp, tg=tg, depth=depth, concurrency=concurrency,
                      decode_tps=decode.tokens_per_second, prefill_tps=prefill.tokens_per_second)
 

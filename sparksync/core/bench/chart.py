@@ -22,6 +22,13 @@ DECODE_COLOR, PREFILL_COLOR, IDEAL_COLOR = "#2b6cb0", "#dd6b20", "#718096"
 
 
 def write_png(subject: RunRecord | ScalingReport | Comparison, path: Path) -> Path:
+    figure = draw(subject)
+    figure.savefig(path, format="png", dpi=DPI)
+    return path
+
+
+def draw(subject: RunRecord | ScalingReport | Comparison):
+    """The chart as a matplotlib Figure: bars with their std as error bars, the planner's bound as a line."""
     figure = _figure()
     if isinstance(subject, ScalingReport):
         _draw_scaling(figure, subject)
@@ -30,8 +37,7 @@ def write_png(subject: RunRecord | ScalingReport | Comparison, path: Path) -> Pa
     else:
         _draw_run(figure, subject)
     figure.tight_layout()
-    figure.savefig(path, format="png", dpi=DPI)
-    return path
+    return figure
 
 
 def _figure():
@@ -52,14 +58,18 @@ def _draw_scaling(figure, report: ScalingReport) -> None:
     inference = report.kind == "inference"
     panels = 3 if inference else 2
     rates = figure.add_subplot(1, panels, 1)
-    _bars(rates, labels, {"decode" if inference else "training": [r.throughput for r in report.rows]})
+    _bars(rates, labels, {"decode" if inference else "training": [r.throughput for r in report.rows]},
+          errors=[[r.throughput_std for r in report.rows]])
     rates.set(title=f"{report.model}: {'decode ' if inference else ''}tokens/s", xlabel="nodes",
               ylabel="tokens/s")
-    _bound_marks(rates, [r.decode_bound_tps for r in report.rows])
+    models = sorted({r.bound_model for r in report.rows if r.bound_model})
+    _bound_line(rates, [r.decode_bound_tps for r in report.rows], models)
     if inference:
         prefill = figure.add_subplot(1, panels, 2)
-        _bars(prefill, labels, {"prefill": [r.prefill_tps for r in report.rows]}, color_offset=1)
+        _bars(prefill, labels, {"prefill": [r.prefill_tps for r in report.rows]}, color_offset=1,
+              errors=[[r.prefill_std for r in report.rows]])
         prefill.set(title="prefill tokens/s", xlabel="nodes")
+        _bound_line(prefill, [r.prefill_bound_tps for r in report.rows], models)
     speedups = figure.add_subplot(1, panels, panels)
     speedups.plot(sizes, sizes, linestyle="--", color=IDEAL_COLOR, label="ideal (N x)")
     speedups.plot(sizes, [_zero(r.speedup) for r in report.rows], marker="o", color=DECODE_COLOR,
@@ -91,20 +101,31 @@ def _draw_run(figure, record: RunRecord) -> None:
         _bars(axes, [record.model], {"tokens/s": [record.summary.train_tps or record.summary.decode_tps]})
         axes.set(title=title, ylabel="tokens/s")
         return
-    for i, (kind, values) in enumerate((("decode", [r.decode_tps for r in rows]),
-                                        ("prefill", [r.prefill_tps for r in rows]))):
+    bounds = [record.bounds.for_test(r.key) if record.bounds else None for r in rows]
+    models = [record.bounds.bound_label] if record.bounds else []
+    for i, (kind, values, stds, limits) in enumerate((
+        ("decode", [r.decode_tps for r in rows], [r.decode_std for r in rows],
+         [b.decode_tps if b else None for b in bounds]),
+        ("prefill", [r.prefill_tps for r in rows], [r.prefill_std for r in rows],
+         [b.prefill_tps if b else None for b in bounds]),
+    )):  # fmt: skip
         axes = figure.add_subplot(1, 2, i + 1)
-        _bars(axes, [r.label for r in rows], {kind: values}, color_offset=i)
+        _bars(axes, [r.label for r in rows], {kind: values}, color_offset=i, errors=[stds])
         axes.set(title=f"{title}: {kind}" if i == 0 else kind, ylabel="tokens/s")
+        _bound_line(axes, limits, models)
 
 
-def _bound_marks(axes, bounds: list[float | None]) -> None:
-    """The planner's bound over each bar, when known: how far the figure is from the limit."""
+BOUND_LABEL = "bound (planner)"
+
+
+def _bound_line(axes, bounds: list[float | None], models: list[str]) -> None:
+    """The planner's bound over the bars as one line, named with the model it assumes."""
     points = [(x, b) for x, b in enumerate(bounds) if b is not None]
     if not points:
         return
-    axes.scatter([x for x, _ in points], [b for _, b in points], marker="_", s=600, color=IDEAL_COLOR,
-                 label="bound (planner)", zorder=3)
+    label = BOUND_LABEL + (f", {' / '.join(models)}" if models else "")
+    axes.plot([x for x, _ in points], [b for _, b in points], marker="_", markersize=18, linestyle="--",
+              color=IDEAL_COLOR, label=label, zorder=3)
     axes.legend(fontsize=8)
 
 
@@ -112,14 +133,18 @@ def _test_of(metric: str) -> str:
     return metric[metric.index("[") + 1: -1] if "[" in metric else metric
 
 
-def _bars(axes, labels: list[str], series: dict[str, list[float | None]], color_offset: int = 0) -> None:
-    """Grouped bars, each with its value written above it."""
+def _bars(axes, labels: list[str], series: dict[str, list[float | None]], color_offset: int = 0,
+          errors: list[list[float | None]] | None = None) -> None:
+    """Grouped bars, each with its value written above it and its std (over runs) as an error bar."""
     width = 0.8 / max(1, len(series))
     colors = [DECODE_COLOR, PREFILL_COLOR, IDEAL_COLOR]
     for i, (name, values) in enumerate(series.items()):
         xs = [x + (i - (len(series) - 1) / 2) * width for x in range(len(labels))]
         color = colors[(i + color_offset) % len(colors)]
-        bars = axes.bar(xs, [_zero(v) for v in values], width, label=name, color=color)
+        stds = errors[i] if errors and i < len(errors) else None
+        yerr = [_zero(e) for e in stds] if stds and any(e is not None for e in stds) else None
+        bars = axes.bar(xs, [_zero(v) for v in values], width, label=name, color=color, yerr=yerr,
+                        capsize=4 if yerr else 0, ecolor="#1a202c")
         axes.bar_label(bars, labels=[f"{v:,.1f}" if v is not None else "—" for v in values], fontsize=8)
     axes.set_xticks(range(len(labels)), labels, fontsize=8)
     if len(series) > 1:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from sparksync.core.bench.bounds import RunBounds, percent
 from sparksync.core.bench.errors import BenchInputError
+from sparksync.core.bench.flags import run_flags
 from sparksync.core.bench.record import RunRecord
 from sparksync.core.bench.report import Comparison, ScalingReport
 from sparksync.core.bench.results import suite_rows
@@ -84,17 +85,19 @@ def to_markdown(tables: list[Table]) -> str:
 
 # --- tables ---
 
-_SCALING_COLUMNS = ["nodes", "run", "status", "topology", "backend", "tok/s", "prefill tok/s", "TTFT ms",
-                    "speed-up", "prefill speed-up", "efficiency", "prefill efficiency", "decode bound",
-                    "decode % of bound", "prefill bound", "prefill % of bound"]
+_SCALING_COLUMNS = ["nodes", "run", "status", "topology", "backend", "tok/s", "tok/s std", "prefill tok/s",
+                    "prefill std", "TTFT ms", "speed-up", "prefill speed-up", "efficiency", "prefill efficiency",
+                    "decode bound", "decode % of bound", "prefill bound", "prefill % of bound", "bound model",
+                    "flags"]
 
 
 def _scaling_table(report: ScalingReport) -> Table:
     figure = "decode tok/s" if report.kind == "inference" else "training tok/s"
     columns = [figure if c == "tok/s" else c for c in _SCALING_COLUMNS]
     rows = [[r.cluster_size, r.run_id, r.status, r.topology, r.collective_backend, r.throughput,
-             r.prefill_tps, r.ttft_ms, r.speedup, r.prefill_speedup, r.efficiency, r.prefill_efficiency,
-             r.decode_bound_tps, r.decode_percent_of_bound, r.prefill_bound_tps, r.prefill_percent_of_bound]
+             r.throughput_std, r.prefill_tps, r.prefill_std, r.ttft_ms, r.speedup, r.prefill_speedup, r.efficiency,
+             r.prefill_efficiency, r.decode_bound_tps, r.decode_percent_of_bound, r.prefill_bound_tps,
+             r.prefill_percent_of_bound, r.bound_model, "; ".join(f"{f.reason} ({f.action})" for f in r.flags) or None]
             for r in report.rows]
     notes = [f"profile: {report.profile}"] if report.profile else []
     notes += ["efficiency = tok/s(N) / (N x tok/s(1))", *report.notes]
@@ -111,16 +114,17 @@ def _comparison_table(comparison: Comparison) -> Table:
 def _run_tests_table(record: RunRecord) -> Table:
     rows = [[r.prompt_size, r.response_size, r.context_size, r.concurrency, r.decode_tps, r.decode_std,
              *_beside_bound(r.decode_tps, bound.decode_tps if bound else None),
-             r.prefill_tps, *_beside_bound(r.prefill_tps, bound.prefill_tps if bound else None),
+             r.prefill_tps, r.prefill_std, *_beside_bound(r.prefill_tps, bound.prefill_tps if bound else None),
              r.ttft_ms, r.peak_tps]
             for r, bound in ((r, record.bounds.for_test(r.key) if record.bounds else None)
                              for r in suite_rows(record.result))]
     if record.kind == "training":
         rows = []
     columns = ["pp", "tg", "depth", "concurrency", "decode tok/s", "decode std", "decode bound",
-               "decode % of bound", "prefill tok/s", "prefill bound", "prefill % of bound", "TTFT ms",
-               "peak tok/s"]
+               "decode % of bound", "prefill tok/s", "prefill std", "prefill bound", "prefill % of bound",
+               "TTFT ms", "peak tok/s"]
     notes = [f"status: {record.status}" + (f" ({record.error})" if record.error else "")]
+    notes += [flag.text() for flag in run_flags(record)]
     notes += [bounds_basis(record.bounds)] if record.bounds else []
     return Table(f"Run {record.id}: {record.model}", columns, rows, notes + record.details.warnings)
 
@@ -134,7 +138,7 @@ def bounds_basis(bounds: RunBounds) -> str:
     model, hw = bounds.model, bounds.hardware
     where = f" (read from {model.source})" if model.source else ""
     return (f"bounds (planner, docs/planner.md): {model.name or 'model'}{where}, {model.params / 1e9:,.3g} B "
-            f"params, {model.quant}, on {bounds.nodes} node(s) at {hw.memory_bandwidth_gbs:g} GB/s, "
+            f"params, {model.quant}, {bounds.bound_model}, at {hw.memory_bandwidth_gbs:g} GB/s per node, "
             f"{hw.link_gbps:g} Gb/s link, {hw.allreduce_latency_us:g} us per all-reduce"
             + "".join(f"; {note}" for note in bounds.notes))
 
@@ -151,6 +155,7 @@ def _run_summary_table(record: RunRecord) -> Table:
             ["decode % of bound", record.summary.decode_percent_of_bound],
             ["prefill bound tok/s", record.summary.prefill_bound_tps],
             ["prefill % of bound", record.summary.prefill_percent_of_bound],
+            ["bound model", record.bounds.bound_model if record.bounds else None],
             ["TTFT ms", record.summary.ttft_ms], ["training tok/s", record.summary.train_tps],
             *_telemetry_rows(ctx.telemetry),
             ["label", ctx.label], ["sweep", ctx.sweep_id],

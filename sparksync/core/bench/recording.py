@@ -18,13 +18,14 @@ from sparksync.core.bench.record import RunDetails, RunRecord, Status
 from sparksync.core.bench.results import RunSummary, measured_rows, summarize
 from sparksync.core.bench.runner import BenchOutcome, BenchRequest, BenchRunner
 from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.planner.bounds import split_for_engine
 
 log = logging.getLogger(__name__)
 
 
 def inference_record(request: BenchRequest, outcome: BenchOutcome) -> RunRecord:
     bounds, bounds_note = _bounds(request, outcome)
-    summary = _with_headline_bound(summarize(outcome.result), bounds, outcome.result)
+    summary = with_headline_bound(summarize(outcome.result), bounds, outcome.result)
     return RunRecord(
         created_at=outcome.started_at,
         kind="inference",
@@ -59,13 +60,15 @@ def _bounds(request: BenchRequest, outcome: BenchOutcome) -> tuple[RunBounds | N
                                         outcome.preflight.facts.model_path, request.endpoint.base_url)
         if spec is None:
             return None, missing
-        return run_bounds(spec, request.profile, request.context.cluster_size, request.hardware), None
+        context = request.context
+        split = split_for_engine(context.engine, context.cluster_size)
+        return run_bounds(spec, request.profile, context.cluster_size, request.hardware, split=split), None
     except SparkSyncError as exc:
         log.warning("benchmark bounds: %s", exc)
         return None, f"no bound: {exc}"
 
 
-def _with_headline_bound(summary: RunSummary, bounds: RunBounds | None, result: dict | None) -> RunSummary:
+def with_headline_bound(summary: RunSummary, bounds: RunBounds | None, result: dict | None) -> RunSummary:
     """The bound of the test the headline figures come from (the first one measured)."""
     if bounds is None:
         return summary

@@ -19,8 +19,9 @@ from pydantic import BaseModel, Field
 
 from sparksync.core.bench import published
 from sparksync.core.bench.errors import BenchInputError
+from sparksync.core.bench.flags import FigureFlag, efficiency_flag, row_spread_flags, stale_baseline_flag
 from sparksync.core.bench.record import Kind, RunRecord
-from sparksync.core.bench.results import SuiteRow, suite_rows
+from sparksync.core.bench.results import SuiteRow, measured_rows, suite_rows
 
 _STATUS_RANK = {"complete": 0, "partial": 1}
 
@@ -32,7 +33,9 @@ class ScalingRow(BaseModel):
     topology: str | None = None
     collective_backend: str | None = None
     throughput: float | None = Field(None, description="decode tok/s (inference) or tok/s (training)")
+    throughput_std: float | None = Field(None, description="std of the decode figure over its repetitions")
     prefill_tps: float | None = None
+    prefill_std: float | None = None
     ttft_ms: float | None = None
     speedup: float | None = None
     prefill_speedup: float | None = None
@@ -42,6 +45,8 @@ class ScalingRow(BaseModel):
     decode_percent_of_bound: float | None = None
     prefill_bound_tps: float | None = None
     prefill_percent_of_bound: float | None = None
+    bound_model: str | None = Field(None, description="The split the bound assumes (TP×8, layers×2 ...)")
+    flags: list[FigureFlag] = Field(default_factory=list, description="Why a figure should not be trusted")
 
 
 class ScalingReport(BaseModel):
@@ -63,6 +68,7 @@ def scaling_report(records: Sequence[RunRecord]) -> ScalingReport:
     if base is None:
         notes.append("no 1-node run: speed-up and efficiency need one; run the same profile on 1 node")
     rows = [_scaling_row(size, chosen[size], base) for size in sorted(chosen)]
+    notes += [f"{row.cluster_size} node(s), run {row.run_id}: {flag.text()}" for row in rows for flag in row.flags]
     return ScalingReport(kind=kind, model=model, profile=profile.describe() if profile else None,
                          baseline_size=1 if base else None, rows=rows, notes=notes,
                          reference=_reference(kind, profile))
@@ -119,12 +125,20 @@ def _scaling_row(size: int, record: RunRecord, base: RunRecord | None) -> Scalin
     tps, base_tps = _throughput(record), _throughput(base) if base else None
     prefill = record.summary.prefill_tps
     base_prefill = base.summary.prefill_tps if base else None
+    headline = next(iter(measured_rows(record.result)), None)
+    eff = efficiency(tps, base_tps, size)
+    flags = [f for f in (efficiency_flag(eff, size, f"the one-node baseline (run {base.id})" if base else ""),
+                         stale_baseline_flag(base, record) if base is not None and size > 1 else None) if f]
+    flags += row_spread_flags(headline) if headline is not None else []
     return ScalingRow(
+        throughput_std=headline.decode_std if headline and record.kind == "inference" else None,
+        prefill_std=headline.prefill_std if headline else None,
+        bound_model=record.bounds.bound_label if record.bounds else None, flags=flags,
         cluster_size=size, run_id=record.id, status=record.status,
         topology=record.context.topology, collective_backend=record.context.collective_backend,
         throughput=tps, prefill_tps=prefill, ttft_ms=record.summary.ttft_ms,
         speedup=speedup(tps, base_tps), prefill_speedup=speedup(prefill, base_prefill),
-        efficiency=efficiency(tps, base_tps, size),
+        efficiency=eff,
         prefill_efficiency=efficiency(prefill, base_prefill, size),
         decode_bound_tps=record.summary.decode_bound_tps,
         decode_percent_of_bound=record.summary.decode_percent_of_bound,

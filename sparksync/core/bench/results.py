@@ -54,6 +54,7 @@ class SuiteRow:
     prefill_tps: float | None
     ttft_ms: float | None
     peak_tps: float | None
+    prefill_std: float | None = None
 
     @property
     def key(self) -> tuple[int, int, int, int]:
@@ -95,6 +96,7 @@ def _row(entry: dict[str, Any]) -> SuiteRow:
         prefill_tps=_mean(entry, "pp_throughput"),
         ttft_ms=_mean(entry, "e2e_ttft"),
         peak_tps=_mean(entry, "peak_throughput"),
+        prefill_std=_stat(entry, "pp_throughput", "std"),
     )
 
 

@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sparksync.core.planner.bounds import Hardware, decode_bound, percent_of_bound, prefill_bound
+    from sparksync.core.planner.bounds import (
+        SPLITS,
+        Hardware,
+        Split,
+        decode_bound,
+        percent_of_bound,
+        prefill_bound,
+        split_for_engine,
+        split_label,
+        split_model,
+    )
     from sparksync.core.planner.errors import ModelFileError, PlanInputError, PlannerError, UnknownQuantError
     from sparksync.core.planner.fit import (
         DEFAULT_OVERHEAD_GB,
@@ -31,6 +41,11 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "Hardware": "bounds",
+    "SPLITS": "bounds",
+    "Split": "bounds",
+    "split_for_engine": "bounds",
+    "split_label": "bounds",
+    "split_model": "bounds",
     "decode_bound": "bounds",
     "percent_of_bound": "bounds",
     "prefill_bound": "bounds",
@@ -59,6 +74,7 @@ __all__ = [
     "KV_DTYPES",
     "MAX_NODES",
     "QUANTS",
+    "SPLITS",
     "FitOptions",
     "FitReport",
     "Hardware",
@@ -67,6 +83,7 @@ __all__ = [
     "NodeMemory",
     "PlanInputError",
     "PlannerError",
+    "Split",
     "UnknownQuantError",
     "decode_bound",
     "percent_of_bound",
@@ -75,6 +92,9 @@ __all__ = [
     "prefill_bound",
     "quant_for",
     "read_model",
+    "split_for_engine",
+    "split_label",
+    "split_model",
     "stated_cluster",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

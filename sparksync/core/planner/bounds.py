@@ -25,12 +25,31 @@ prompt of P tokens), shared by N nodes at the peak rate of the weights'
 precision, plus the same all-reduces carrying the whole prompt's hidden
 states.
 
+That is the tensor-parallel split (vLLM, SGLang, TRT-LLM). Each split has
+its own model (``Split``):
+
+* ``layer`` (pipeline; llama.cpp's RPC backend): each node holds a run of
+  whole layers, and every token passes through every node's layers one after
+  the other, so a step reads all the weights and KV cache at one node's
+  bandwidth at a time (the nodes do not overlap: ASSUMPTION, no micro-batch
+  pipelining), plus one activation transfer of ``hidden x activation bytes x
+  batch`` per boundary (N-1 of them), each ``latency + bytes / link rate``.
+  Prefill likewise: the whole prompt's FLOPs at one node's peak, plus N-1
+  transfers of the prompt's hidden states. A layer split lets a model fit; it
+  cannot be faster than one node.
+* ``replica``: N independent copies, one node each; the batch's sequences (or
+  prompts) are shared out as evenly as possible and the figure is the sum of
+  the replicas' (no fabric on the critical path). At concurrency 1 that is one
+  node's bound.
+
 Figures: 273 GB/s per node and a 200 Gb/s link are NVIDIA's published
 DGX Spark numbers. The all-reduce latency and the peak TFLOP/s are
 ASSUMPTIONS (see ``Hardware``); every one is an input.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +58,32 @@ from sparksync.core.planner.kv_cache import kv_bytes_per_token, node_kv_share
 from sparksync.core.planner.model import ModelSpec
 
 ALLREDUCES_PER_LAYER = 2  # after attention's output projection, after the MLP's down projection
+
+Split = Literal["tensor", "layer", "replica"]
+SPLITS: tuple[Split, ...] = ("tensor", "layer", "replica")
+
+
+def split_model(split: Split, nodes: int) -> str:
+    """The bound's model in words, to stand beside every "% of bound"."""
+    if nodes == 1:
+        return "one node"
+    return {
+        "tensor": f"tensor parallel over {nodes} nodes ({ALLREDUCES_PER_LAYER} all-reduces per layer)",
+        "layer": f"layer split over {nodes} nodes (every node's layers in turn, {nodes - 1} activation transfers)",
+        "replica": f"{nodes} one-node replicas (their sum)",
+    }[split]
+
+
+def split_label(split: Split, nodes: int) -> str:
+    """``split_model`` in a table cell: "1 node", "TP×8", "layers×2", "8 replicas"."""
+    if nodes == 1:
+        return "1 node"
+    return {"tensor": f"TP×{nodes}", "layer": f"layers×{nodes}", "replica": f"{nodes} replicas"}[split]
+
+
+def split_for_engine(engine: str | None, nodes: int) -> Split:
+    """How an engine splits a model over several nodes: llama.cpp's RPC backend by layers."""
+    return "layer" if nodes > 1 and (engine or "").lower().startswith("llama") else "tensor"
 
 
 def _default_peaks() -> dict[str, float]:
@@ -93,8 +138,30 @@ def tp_comm_seconds(model: ModelSpec, nodes: int, tokens: int, hardware: Hardwar
     return ALLREDUCES_PER_LAYER * model.layers * allreduce_seconds(message, nodes, hardware)
 
 
+def transfer_seconds(message_bytes: float, hardware: Hardware) -> float:
+    """One point-to-point transfer of activations to the next stage of a layer split."""
+    return hardware.allreduce_latency_us * 1e-6 + message_bytes / hardware.link_bytes_per_s
+
+
+def layer_comm_seconds(model: ModelSpec, nodes: int, tokens: int, hardware: Hardware) -> float:
+    """A layer split's transfers for one forward pass: one per boundary between nodes."""
+    if nodes == 1:
+        return 0.0
+    if model.hidden is None:
+        raise PlanInputError("the layer split's transfer cost needs the model's hidden size: give --hidden "
+                             "(or --model-file).")
+    return (nodes - 1) * transfer_seconds(model.hidden * hardware.activation_bytes * tokens, hardware)
+
+
+def _shares(batch: int, replicas: int) -> list[int]:
+    """``batch`` sequences shared out over ``replicas`` as evenly as possible (idle ones left out)."""
+    quotient, rest = divmod(batch, replicas)
+    return [quotient + (1 if i < rest else 0) for i in range(replicas) if quotient + (1 if i < rest else 0)]
+
+
 class DecodeBound(BaseModel):
     nodes: int
+    split: Split = "tensor"
     batch: int
     context: int
     weight_bytes_per_node: float = Field(description="Weights one node reads per step.")
@@ -117,22 +184,30 @@ def decode_bound(
     context: int = 0,
     batch: int = 1,
     kv_dtype: str = "bf16",
+    split: Split = "tensor",
 ) -> DecodeBound:
     """The fastest decode ``nodes`` nodes can reach, ``context`` tokens into each sequence."""
     hardware = hardware or Hardware()
     _check(nodes=(nodes, 1), batch=(batch, 1), context=(context, 0))
-    weights = _weights_read_per_step(model, batch) / nodes
+    if split == "replica" and nodes > 1:
+        return _replicas_decode(model, nodes, hardware, context, batch, kv_dtype)
     kv_counted = model.has_kv_shape
-    kv = (
-        kv_bytes_per_token(model, kv_dtype) * context * batch * node_kv_share(model, nodes)
-        if kv_counted
-        else 0.0
-    )
-    memory = (weights + kv) / (hardware.memory_bandwidth_gbs * 1e9)
-    comm = tp_comm_seconds(model, nodes, batch, hardware)
+    kv_all = kv_bytes_per_token(model, kv_dtype) * context * batch if kv_counted else 0.0
+    bandwidth = hardware.memory_bandwidth_gbs * 1e9
+    if split == "layer":
+        # Each node holds 1/N of the layers (weights and cache), but they take turns.
+        weights, kv = _weights_read_per_step(model, batch) / nodes, kv_all / nodes
+        memory = nodes * (weights + kv) / bandwidth
+        comm = layer_comm_seconds(model, nodes, batch, hardware)
+    else:
+        weights = _weights_read_per_step(model, batch) / nodes
+        kv = kv_all * node_kv_share(model, nodes) if kv_counted else 0.0
+        memory = (weights + kv) / bandwidth
+        comm = tp_comm_seconds(model, nodes, batch, hardware)
     step = memory + comm
     return DecodeBound(
         nodes=nodes,
+        split=split,
         batch=batch,
         context=context,
         weight_bytes_per_node=weights,
@@ -145,6 +220,16 @@ def decode_bound(
     )
 
 
+def _replicas_decode(model: ModelSpec, nodes: int, hardware: Hardware, context: int, batch: int,
+                     kv_dtype: str) -> DecodeBound:
+    parts = [decode_bound(model, 1, hardware, context, share, kv_dtype) for share in _shares(batch, nodes)]
+    slowest = max(parts, key=lambda p: p.step_seconds)
+    return slowest.model_copy(update={
+        "nodes": nodes, "split": "replica", "batch": batch,
+        "tokens_per_second": sum(p.tokens_per_second for p in parts),
+    })  # fmt: skip
+
+
 def _weights_read_per_step(model: ModelSpec, batch: int) -> float:
     """A dense model reads all its weights per step. An MoE reads the experts its
     tokens are routed to: at most ``batch`` x the active share, at most all."""
@@ -153,6 +238,7 @@ def _weights_read_per_step(model: ModelSpec, batch: int) -> float:
 
 class PrefillBound(BaseModel):
     nodes: int
+    split: Split = "tensor"
     prompt_tokens: int
     batch: int
     precision: str
@@ -172,20 +258,33 @@ def prefill_bound(
     prompt_tokens: int = 8192,
     batch: int = 1,
     precision: str | None = None,
+    split: Split = "tensor",
 ) -> PrefillBound:
     """The fastest ``nodes`` nodes can process ``batch`` prompts of ``prompt_tokens``."""
     hardware = hardware or Hardware()
     _check(nodes=(nodes, 1), batch=(batch, 1), prompt_tokens=(prompt_tokens, 1))
+    if split == "replica" and nodes > 1:
+        shares = _shares(batch, nodes)
+        slowest = prefill_bound(model, 1, hardware, prompt_tokens, max(shares), precision)
+        return slowest.model_copy(update={
+            "nodes": nodes, "split": "replica", "batch": batch,
+            "tokens_per_second": batch * prompt_tokens / slowest.seconds,
+        })  # fmt: skip
     precision = precision or model.quantisation.compute
     peak = hardware.peak_for(precision)
     attention = _attention_flops(model, prompt_tokens)
     active = model.active_params if model.active_params is not None else model.params
     flops = batch * (2 * active * prompt_tokens + (attention or 0.0))
-    compute = flops / nodes / (peak * 1e12)
-    comm = tp_comm_seconds(model, nodes, prompt_tokens * batch, hardware)
+    if split == "layer":  # the nodes take turns over the whole prompt
+        compute = flops / (peak * 1e12)
+        comm = layer_comm_seconds(model, nodes, prompt_tokens * batch, hardware)
+    else:
+        compute = flops / nodes / (peak * 1e12)
+        comm = tp_comm_seconds(model, nodes, prompt_tokens * batch, hardware)
     seconds = compute + comm
     return PrefillBound(
         nodes=nodes,
+        split=split,
         prompt_tokens=prompt_tokens,
         batch=batch,
         precision=precision,

@@ -115,6 +115,7 @@ _WHERE = {
     "WILDCARDS": "reach",
     "direct_url": "reach",
     "workload_endpoints": "reach",
+    "open_workload": "reach",
     "FLAVOURS": "engine_install",
     "InstallProgress": "engine_install",
     "EngineInstallError": "engine_install",
@@ -186,5 +187,6 @@ __all__ = [
     "start_here",
     "url_of",
     "workload_endpoints",
+    "open_workload",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from typing import Protocol
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import Protocol, runtime_checkable
 
 from sparksync.core.agents.this_computer import is_local
 from sparksync.core.ssh.transports import NodeTransports
@@ -30,6 +30,7 @@ WILDCARDS = ("0.0.0.0", "::", "")
 Reach = Callable[[Endpoint], AbstractContextManager[str]]
 
 
+@runtime_checkable
 class HasTransports(Protocol):
     """The fleet: its SSH transports are made on first use (an engine on this computer needs none)."""
 
@@ -100,6 +101,19 @@ def workload_endpoints(records: Sequence[WorkloadRecord], selector: str) -> list
         else:
             found += [e for e in record.endpoints if e.group == selector]
     return found
+
+
+@contextmanager
+def open_workload(reach: Reach, records: Sequence[WorkloadRecord], selector: str) -> Iterator[list[tuple[Endpoint, str]]]:
+    """Every HTTP endpoint ``selector`` names (a workload id, recipe or group), reached from here:
+    ``[(endpoint, base URL)]`` while the block runs (tunnels close after it)."""
+    endpoints = workload_endpoints(records, selector)
+    if not endpoints:
+        known = ", ".join(r.workload_id for r in records if r.endpoints) or "none"
+        raise WorkloadError(f"no workload, recipe or group {selector!r} serves HTTP (workloads that do: {known}); "
+                            "see `sparksync workload list`.")
+    with ExitStack() as stack:
+        yield [(endpoint, stack.enter_context(reach(endpoint))) for endpoint in endpoints]
 
 
 def _is_loopback(host: str) -> bool:

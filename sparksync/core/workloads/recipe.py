@@ -153,13 +153,17 @@ class TokensSpec(RecipePart):
     kind: Literal["prometheus", "log", "none"]
     decode_counter: str | None = None
     prefill_counter: str | None = None
+    slots_path: str | None = None
+    decode_gauge: str | None = None
+    busy_gauge: str | None = None
     pattern: str | None = None
     scope: Literal["rank", "workload"] = "rank"
 
     def source(self, host: str, port: int) -> TokensSource:
         return TokensSource(
             kind=self.kind, host=host, port=port, decode_counter=self.decode_counter,
-            prefill_counter=self.prefill_counter, pattern=self.pattern, scope=self.scope,
+            prefill_counter=self.prefill_counter, slots_path=self.slots_path,
+            decode_gauge=self.decode_gauge, busy_gauge=self.busy_gauge, pattern=self.pattern, scope=self.scope,
         )  # fmt: skip
 
     @model_validator(mode="after")

@@ -226,6 +226,43 @@ def _total(values: list[float | None]) -> float | None:
     return sum(known) if known else None
 
 
+@dataclass(frozen=True)
+class LastTokens:
+    """What an ended workload last generated: its decode tokens/s and when (Unix time)."""
+
+    decode_tps: float
+    at: float
+
+
+def last_tokens(agents: NodeAgents, record: WorkloadRecord) -> LastTokens | None:
+    """An ended workload's last decode tokens/s above zero, from its nodes' telemetry history.
+
+    The agents keep their recent samples, so the figure outlives the workload (not an agent
+    restart, nor the ring's length: then None). Each node's last figure is its ranks' sum, and
+    the workload's is the sum over its nodes, as when it ran.
+    """
+    answers = parallel(record.nodes(), lambda node: agents.call(node, lambda client: client.telemetry(0)))
+    found: list[LastTokens] = []
+    for answer in answers.values():
+        if isinstance(answer, SparkSyncError):
+            continue  # a node that cannot be asked adds nothing
+        for sample in reversed(answer.samples):
+            rates = [f.decode_tps for f in sample.workloads or [] if f.workload_id == record.workload_id]
+            total = sum(r for r in rates if r)
+            if total > 0:
+                found.append(LastTokens(total, sample.ts))
+                break
+    if not found:
+        return None
+    return LastTokens(sum(f.decode_tps for f in found), max(f.at for f in found))
+
+
+def ended_at(current: WorkloadView) -> float:
+    """When the workload ended: its last rank's end, or (gone: nobody knows) when it was started."""
+    ends = [r.status.ended_at for r in current.ranks if r.status is not None and r.status.ended_at]
+    return max(ends) if ends else current.record.created_at
+
+
 def tokens(agents: NodeAgents, record: WorkloadRecord) -> WorkloadTokens:
     answers = parallel(record.nodes(), lambda node: agents.call(node, lambda client: client.snapshot()))
     figures = []

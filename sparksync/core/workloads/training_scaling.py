@@ -16,6 +16,7 @@ import logging
 import statistics
 from dataclasses import dataclass
 
+from sparksync.core.bench.flags import FigureFlag, efficiency_flag
 from sparksync.core.bench.report import efficiency, speedup
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.agents.link import NodeAgents
@@ -42,6 +43,14 @@ class GroupScaling:
     problem: str | None = None  # the baseline file could not be read
 
     @property
+    def flag(self) -> FigureFlag | None:
+        """An efficiency above 105 %: the baseline is suspect, not the cluster a marvel."""
+        if self.baseline is None:
+            return None
+        return efficiency_flag(self.efficiency, self.nodes, f"the baseline {self.key} "
+                               f"({self.baseline.tokens_per_s:,.0f} tok/s, {self.baseline.source})")
+
+    @property
     def note(self) -> str | None:
         """Why there is no efficiency, in words; None when there is one (or nothing to scale)."""
         if self.nodes < 2:
@@ -59,7 +68,10 @@ class GroupScaling:
     def describe(self) -> str:
         """One short cell: '97.4% (7.79x of 8,737 tok/s)', or why not."""
         if self.efficiency is not None and self.speedup is not None and self.baseline is not None:
-            return f"{self.efficiency:.1%} ({self.speedup:.2f}x of {self.baseline.tokens_per_s:,.0f} tok/s)"
+            text = f"{self.efficiency:.1%} ({self.speedup:.2f}x of {self.baseline.tokens_per_s:,.0f} tok/s)"
+            if self.flag is not None:
+                text += f" FLAGGED: above 105%, re-measure the baseline (`workload baseline set {self.key}`)"
+            return text
         if self.nodes < 2:
             return "1 node (baseline)"
         return self.note or "-"
@@ -71,6 +83,7 @@ class GroupScaling:
             "baseline_tokens_per_s": self.baseline.tokens_per_s if self.baseline else None,
             "baseline_source": self.baseline.source if self.baseline else None,
             "speedup": self.speedup, "efficiency": self.efficiency, "note": self.note,
+            "flag": self.flag.model_dump() if self.flag else None,
         }  # fmt: skip
 
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -48,7 +50,8 @@ from sparksync.core.workloads.training_scaling import (
     record_before_stop,
     scaling,
 )
-from sparksync.core.workloads.workload_store import RankRef, WorkloadRecord, WorkloadStore
+from sparksync.core.workloads.reach import HasTransports, TunnelReach, open_workload
+from sparksync.core.workloads.workload_store import Endpoint, RankRef, WorkloadRecord, WorkloadStore
 
 if TYPE_CHECKING:
     from sparksync.core.models.copy import CopyEvent
@@ -64,6 +67,21 @@ class WorkloadRow:
     decode_tps: float | None = None
     scaling: list[GroupScaling] = field(default_factory=list)  # its training groups' efficiency
     prefill_tps: float | None = None
+    last: running.LastTokens | None = None  # an ended workload's last figure, from its nodes' history
+    stale: bool = False  # failed or gone for longer than CLEAR_AFTER_S: left out of the default list
+
+    def tokens_text(self) -> str:
+        """Live tokens/s while it runs; once ended, the last figure its nodes recorded, with when."""
+        if self.decode_tps is not None:
+            return f"{self.decode_tps:,.1f}"
+        if self.last is not None:
+            return f"last {self.last.decode_tps:,.1f} ({time.strftime('%H:%M', time.localtime(self.last.at))})"
+        return "-"
+
+
+CLEAR_AFTER_S = 3600.0  # a failed or gone workload leaves the default list after an hour
+CLEARABLE = ("failed", "gone")  # what `workload prune` removes, and the default list clears in time
+ENDED = ("exited", "stopped", "failed", "gone")
 
 
 class WorkloadControl:
@@ -85,6 +103,8 @@ class WorkloadControl:
         self.stop_grace_s = stop_grace_s
         self.baselines = BaselineStore()
         self._baseline_read: set[str] = set()  # ended workloads whose telemetry was read for a baseline
+        self._last_read: dict[str, running.LastTokens | None] = {}  # ended workloads' last tokens/s
+        self._opened: dict[str, tuple[ExitStack, list[tuple[Endpoint, str]]]] = {}  # workload -> its tunnels
 
     @property
     def agents(self) -> NodeAgents:
@@ -255,9 +275,64 @@ class WorkloadControl:
             if ended and record.workload_id not in self._baseline_read:
                 self._baseline_read.add(record.workload_id)  # the node's history is read once, not per poll
                 self.record_baselines(current)
-            rows.append(WorkloadRow(current, rates.decode_tps, scaling(current, rates, self.baselines),
-                                    rates.prefill_tps))  # fmt: skip
+            row = WorkloadRow(current, rates.decode_tps, scaling(current, rates, self.baselines), rates.prefill_tps)
+            if current.state in ENDED:
+                row.last = self._last_tokens(record)
+                row.stale = current.state in CLEARABLE and time.time() - running.ended_at(current) > CLEAR_AFTER_S
+            rows.append(row)
         return rows
+
+    def _last_tokens(self, record: WorkloadRecord) -> running.LastTokens | None:
+        """Read once per ended workload (its nodes' history does not change once it ended)."""
+        if record.workload_id not in self._last_read:
+            self._last_read[record.workload_id] = running.last_tokens(self.agents, record)
+        return self._last_read[record.workload_id]
+
+    # --- reaching an engine from here -------------------------------------------------------------
+
+    def open_api(self, workload_id: str) -> list[tuple[Endpoint, str]]:
+        """Keep a tunnel to each of the workload's HTTP endpoints until ``close_api``: [(endpoint, URL)]."""
+        if workload_id in self._opened:
+            return self._opened[workload_id][1]
+        fleet = self.agents
+        if not isinstance(fleet, HasTransports):
+            raise WorkloadError("these nodes are not reached over SSH here, so no tunnel can be opened.")
+        stack = ExitStack()
+        try:
+            opened = stack.enter_context(open_workload(TunnelReach(fleet), self.store.list(), workload_id))
+        except BaseException:
+            stack.close()
+            raise
+        self._opened[workload_id] = (stack, opened)
+        return opened
+
+    def close_api(self, workload_id: str) -> None:
+        entry = self._opened.pop(workload_id, None)
+        if entry is not None:
+            entry[0].close()
+
+    def close_all_api(self) -> None:
+        for workload_id in list(self._opened):
+            self.close_api(workload_id)
+
+    def opened_api(self, workload_id: str) -> list[tuple[Endpoint, str]] | None:
+        entry = self._opened.get(workload_id)
+        return entry[1] if entry else None
+
+    def prune(self, states: Sequence[str] = CLEARABLE) -> list[str]:
+        """Drop every workload in one of ``states`` (failed and gone by default) from the list and
+        its nodes (with its logs); the ids dropped. A node that cannot be asked keeps its copy."""
+        dropped = []
+        for record in self.store.list():
+            current = running.view(self.agents, record)
+            if current.state not in states:
+                continue
+            problems = running.forget(self.agents, record)
+            for node, problem in problems.items():
+                log.warning("workload %s stays on %s: %s", record.workload_id, node, problem)
+            self.store.remove(record.workload_id)
+            dropped.append(record.workload_id)
+        return dropped
 
     def record_baselines(self, current: running.WorkloadView) -> list[Baseline]:
         """An ended one-node training run's median tokens/s, stored as its setup's baseline."""

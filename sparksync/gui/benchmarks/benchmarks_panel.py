@@ -99,12 +99,19 @@ class BenchmarksPanel(QWidget):
         self.details.setObjectName("benchDetails")
         self.chart = ScalingChart(self)
         self.scaling_table = QTableWidget(self)
+        # A figure that should not be believed as it stands says why, above the table, in red.
+        self.scaling_flags = QLabel("", self)
+        self.scaling_flags.setObjectName("scalingFlags")
+        self.scaling_flags.setWordWrap(True)
+        self.scaling_flags.setStyleSheet("color: #b00020;")
+        self.scaling_flags.hide()
         self.compare_table = QTableWidget(self)
         self.compare_notes = QLabel("Select two runs and press Compare.", self)
         self.compare_notes.setWordWrap(True)
         self.views = QTabWidget(self)
         self.views.addTab(self.details, "Details")
-        self.views.addTab(_stack(self, self.chart, self.scaling_table, stretch=(3, 2)), "Scaling")
+        self.views.addTab(_stack(self, self.chart, _stack(self, self.scaling_flags, self.scaling_table, (0, 1)),
+                                 stretch=(3, 2)), "Scaling")
         self.views.addTab(_stack(self, self.compare_notes, self.compare_table, stretch=(0, 1)), "Compare")
         self.planner = PlannerPanel(self)  # the bounds beside each figure come from here
         self.views.addTab(self.planner, "Planner")
@@ -310,6 +317,10 @@ class BenchmarksPanel(QWidget):
         self.report = report
         self.chart.show_report(report)
         fill_table(self.scaling_table, tables_of(report)[0])
+        flagged = [f"{row.cluster_size} node(s), run {row.run_id}: {flag.reason}; {flag.action}"
+                   for row in report.rows for flag in row.flags]
+        self.scaling_flags.setText("\n".join(f"⚠ {line}" for line in flagged))
+        self.scaling_flags.setVisible(bool(flagged))
         self.views.setCurrentIndex(1)
         self.scaling_shown.emit(report)
 

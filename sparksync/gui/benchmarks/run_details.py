@@ -30,8 +30,9 @@ def headline(record: RunRecord) -> str:
     s = record.summary
     if record.kind == "training":
         return f"training {_tps(s.train_tps)}"
-    figures = [_beside_bound("decode", s.decode_tps, s.decode_percent_of_bound, s.decode_bound_tps),
-               _beside_bound("prefill", s.prefill_tps, s.prefill_percent_of_bound, s.prefill_bound_tps),
+    model = record.bounds.bound_label if record.bounds is not None else None
+    figures = [_beside_bound("decode", s.decode_tps, s.decode_percent_of_bound, s.decode_bound_tps, model),
+               _beside_bound("prefill", s.prefill_tps, s.prefill_percent_of_bound, s.prefill_bound_tps, model),
                f"TTFT {'—' if s.ttft_ms is None else f'{s.ttft_ms:,.1f} ms'}"]
     return " · ".join(html.escape(f) for f in figures)
 
@@ -63,8 +64,10 @@ def telemetry_text(telemetry: TelemetrySummary | None) -> str:
     return f"Telemetry: {', '.join(parts) or 'no figure'} ({where})"
 
 
-def _beside_bound(name: str, measured: float | None, percent: float | None, bound: float | None) -> str:
-    return f"{name} {_tps(measured)} ({format_percent_of_bound(percent)} of the bound {_tps(bound)})"
+def _beside_bound(name: str, measured: float | None, percent: float | None, bound: float | None,
+                  model: str | None = None) -> str:
+    under = f", {model}" if model and bound is not None else ""
+    return f"{name} {_tps(measured)} ({format_percent_of_bound(percent)} of the bound {_tps(bound)}{under})"
 
 
 def _tps(value: float | None) -> str:

@@ -34,6 +34,8 @@ class WorkloadTable(QTreeWidget):
         selected = self.key(self.currentItem())
         folded = {self.key(self.topLevelItem(i)) for i in range(self.topLevelItemCount())
                   if not self.topLevelItem(i).isExpanded()}  # fmt: skip
+        # Failed and gone workloads leave the list an hour after they ended (Prune drops them sooner).
+        rows = [row for row in rows if not row.stale]
         self.rows = list(rows)
         self.blockSignals(True)
         self.clear()
@@ -47,7 +49,7 @@ class WorkloadTable(QTreeWidget):
 
     def _workload_item(self, row: WorkloadRow) -> QTreeWidgetItem:
         view = row.view
-        rate = "-" if row.decode_tps is None else f"{row.decode_tps:,.1f}"
+        rate = row.tokens_text()
         endpoints = ", ".join(f"http://{e.host}:{e.port} on {e.node}" for e in view.record.endpoints)
         # Training: efficiency against the one-node baseline (or why there is none), per group.
         scaling = "; ".join(s.describe() if len(row.scaling) == 1 else f"{s.group}: {s.describe()}"

@@ -105,6 +105,13 @@ class WorkloadsPanel(QWidget):
         self.restart_button = QPushButton("Restart", self, objectName="restart", enabled=False)
         self.remove_button = QPushButton("Remove", self, objectName="remove", enabled=False)
         self.remove_button.setToolTip("Stop it and drop it, with its logs, from the nodes and this list.")
+        self.open_button = QPushButton("Open API", self, objectName="openApi", enabled=False)
+        self.open_button.setToolTip("A tunnel from here to its engine's HTTP port; the local URL shows below.")
+        self.prune_button = QPushButton("Prune", self, objectName="prune")
+        self.prune_button.setToolTip("Drop the failed and gone workloads from this list and their nodes.")
+        self.api_label = QLabel("", self, objectName="apiUrl", wordWrap=True)
+        self.api_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.api_label.setOpenExternalLinks(True)
         self._bridge = _ProgressBridge(self)
         self._bridge.progressed.connect(self.form.show_progress)
         self._bridge.installing.connect(self.form.show_install)
@@ -123,19 +130,22 @@ class WorkloadsPanel(QWidget):
         self._last_label: str | None = None
         self._read_problem: str | None = None  # the last reading's error, told once
         self._shut = False  # the app is quitting: nothing new starts
+        self._api_open: dict[str, list[str]] = {}  # workload id -> the local URLs of its open tunnels
         self._layout()
         self._connect()
 
     def _layout(self) -> None:
         buttons = QHBoxLayout()
-        for button in (self.stop_button, self.restart_button, self.remove_button):
+        for button in (self.stop_button, self.restart_button, self.remove_button, self.open_button):
             buttons.addWidget(button)
         buttons.addStretch(1)
+        buttons.addWidget(self.prune_button)
         running = QWidget(self)
         column = QVBoxLayout(running)
         column.addWidget(QLabel("<b>Workloads</b>", running))
         column.addWidget(self.table, 2)
         column.addLayout(buttons)
+        column.addWidget(self.api_label)
         logs_head = QHBoxLayout()
         logs_head.addWidget(self.log_title, 1)
         logs_head.addWidget(self.follow)
@@ -157,6 +167,8 @@ class WorkloadsPanel(QWidget):
         self.stop_button.clicked.connect(lambda: self.stop(self._selected_id()))
         self.restart_button.clicked.connect(lambda: self.restart(self._selected_id()))
         self.remove_button.clicked.connect(lambda: self.remove(self._selected_id()))
+        self.open_button.clicked.connect(lambda: self.toggle_api(self._selected_id()))
+        self.prune_button.clicked.connect(self.prune)
 
     # --- loading ---------------------------------------------------------------------------------
 
@@ -282,6 +294,8 @@ class WorkloadsPanel(QWidget):
         """
         self._shut = True
         self._timer.stop()
+        if self._api_open:
+            self.jobs.run("Closing the tunnels", self.control.close_all_api)
         for cancel in (self._cancel, self._install_cancel):
             if cancel is not None:
                 cancel.set()
@@ -399,6 +413,41 @@ class WorkloadsPanel(QWidget):
         self.jobs.run(f"Removing {workload_id}", lambda: self.control.remove(workload_id),
                       lambda _r: self._on_stopped(workload_id, "removed"))  # fmt: skip
 
+    def prune(self) -> None:
+        self.jobs.run("Pruning failed and gone workloads", self.control.prune, self._on_pruned)
+
+    def _on_pruned(self, dropped: list[str]) -> None:
+        self.status_message.emit(f"Dropped {', '.join(dropped)}." if dropped else "No failed or gone workloads.")
+        self.refresh()
+
+    # --- reaching an engine ------------------------------------------------------------------------
+
+    def toggle_api(self, workload_id: str | None) -> None:
+        """Open a tunnel to the workload's HTTP API (its local URL shows below), or close it."""
+        if workload_id is None:
+            return
+        if workload_id in self._api_open:
+            self.jobs.run(f"Closing the tunnel to {workload_id}", lambda: self.control.close_api(workload_id),
+                          lambda _r: self._on_api_closed(workload_id))  # fmt: skip
+            return
+        self.jobs.run(f"Opening a tunnel to {workload_id}", lambda: self.control.open_api(workload_id),
+                      lambda opened: self._on_api_opened(workload_id, opened))  # fmt: skip
+
+    def _on_api_opened(self, workload_id: str, opened) -> None:
+        self._api_open[workload_id] = [f"{url}/v1" for _endpoint, url in opened]
+        self._show_api()
+        self.status_message.emit(f"{workload_id}: {', '.join(self._api_open[workload_id])}")
+
+    def _on_api_closed(self, workload_id: str) -> None:
+        self._api_open.pop(workload_id, None)
+        self._show_api()
+
+    def _show_api(self) -> None:
+        lines = [f"{wid}: " + ", ".join(f'<a href="{u}/models">{u}</a>' for u in urls)
+                 for wid, urls in self._api_open.items()]  # fmt: skip
+        self.api_label.setText("<br>".join(lines))
+        self._update_buttons()
+
     def _on_stopped(self, workload_id: str, what: str) -> None:
         self.status_message.emit(f"Workload {workload_id} {what}.")
         self.refresh()
@@ -506,9 +555,12 @@ class WorkloadsPanel(QWidget):
         return key[0] if key else None
 
     def _update_buttons(self) -> None:
-        chosen = self._selected_id() is not None
+        chosen = self._selected_id()
         for button in (self.stop_button, self.restart_button, self.remove_button):
-            button.setEnabled(chosen)
+            button.setEnabled(chosen is not None)
+        row = next((r for r in self.rows if r.view.workload_id == chosen), None)
+        self.open_button.setEnabled(row is not None and bool(row.view.record.endpoints))
+        self.open_button.setText("Close API" if chosen in self._api_open else "Open API")
 
     # --- logs ------------------------------------------------------------------------------------
 

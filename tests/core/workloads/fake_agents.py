@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from sparksync_agent.protocol import (
+    TelemetryPage,
     EngineCheck,
     EngineReport,
     LogLine,
@@ -75,6 +76,11 @@ class FakeNodeClient:
                         cpu_count=20, boot_time=0.0)  # fmt: skip
         sample = Sample(seq=1, ts=time.time(), memory=memory, net=nets, rdma=devices)
         return Snapshot(info=info, run_id="run", sample_hz=1.0, latest=sample)
+
+    def telemetry(self, since: int = 0, limit: int | None = None) -> TelemetryPage:
+        """The node's held samples: the latest only (no workload figures)."""
+        latest = self.snapshot().latest
+        return TelemetryPage(run_id="run", since=since, samples=[latest] if latest and since < 1 else [], last_seq=1)
 
     def start_rank(self, workload_id: str, launch: RankLaunch) -> RankStatus:
         name = launch.process_name

@@ -13,6 +13,11 @@ Documentation these commands follow:
 - both checked against ``--help`` of the llama.cpp in llama-cpp-python 0.3.36,
   the build SparkSync ships; the counters ``llamacpp:tokens_predicted_total``
   and ``llamacpp:prompt_tokens_total`` are the ones that build serves.
+- ``/slots`` (README "GET /slots"): per slot ``id``, ``id_task``,
+  ``is_processing`` and ``next_token[0].n_decoded``, the tokens generated so
+  far. The counter above grows only when a request ends (the slot's release),
+  so live decode tokens/s reads the slots. The endpoint is on by default in
+  this build, off by default in older ones; ``--slots`` asks for it either way.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ TOKENS = TokensSpec(
     kind="prometheus",
     decode_counter="llamacpp:tokens_predicted_total",
     prefill_counter="llamacpp:prompt_tokens_total",
+    slots_path="/slots",
 )
 
 
@@ -59,7 +65,7 @@ def llama_server(ctx: GroupContext, stage: int) -> RankLaunch:
         opts.server_binary, "-m", require_model(recipe), *optional("--alias", recipe.served_name),
         "--host", recipe.http_host, "--port", str(recipe.ports.http),
         *optional("-c", opts.context), *optional("-np", opts.parallel), *optional("-t", opts.threads),
-        *optional("-ngl", opts.gpu_layers), *_rpc_servers(ctx), "--metrics", *recipe.extra_args,
+        *optional("-ngl", opts.gpu_layers), *_rpc_servers(ctx), "--metrics", "--slots", *recipe.extra_args,
     ]  # fmt: skip
     return ctx.launch(
         ctx.head, "llama-server", argv, serving_readiness(ctx), stage=stage,

@@ -11,7 +11,12 @@ Documentation these commands follow:
   docs.sglang.io/advanced_features/server_arguments.html
 - ``--enable-metrics`` serves ``sglang:generation_tokens_total`` and
   ``sglang:prompt_tokens_total`` on ``/metrics`` of the HTTP port:
-  docs.sglang.io/references/production_metrics.html
+  docs.sglang.io/references/production_metrics.html. In its source
+  (python/sglang/srt/metrics/collector.py) the generation counter grows in
+  ``observe_one_finished_request``, i.e. when a request ends, while the
+  scheduler sets the gauge ``sglang:gen_throughput`` (tokens/s) as it decodes
+  and ``sglang:num_running_reqs``; the gauge keeps its last value when idle,
+  so live decode reads it only while requests run.
 
 Only rank 0 serves HTTP; the others are ready while they run, and the group
 is ready when the head answers ``/health`` (it cannot before every rank joined).
@@ -35,6 +40,8 @@ TOKENS = TokensSpec(
     kind="prometheus",
     decode_counter="sglang:generation_tokens_total",
     prefill_counter="sglang:prompt_tokens_total",
+    decode_gauge="sglang:gen_throughput",
+    busy_gauge="sglang:num_running_reqs",
 )
 
 

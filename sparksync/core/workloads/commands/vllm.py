@@ -22,6 +22,9 @@ Documentation these commands follow:
 - ``vllm serve`` flags (``--host``, ``--port``, ``--served-model-name``) and the
   counters ``vllm:generation_tokens_total`` / ``vllm:prompt_tokens_total``:
   docs.vllm.ai/en/stable/cli/serve.html and docs.vllm.ai/en/stable/usage/metrics.html.
+  The generation counter grows on every engine step (the V1 engine adds each
+  step's ``IterationStats.num_generation_tokens``, docs/design/metrics.md),
+  so its rate follows decoding as it happens.
 - containers: ``docker run --network host --ipc host --gpus all`` as in the
   playbook; ``-e NAME`` without a value passes NAME's value from docker's own
   environment (docs.docker.com/reference/cli/docker/container/run/#env).
