@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from sparksync.core.ssh.client_key import ClientKey
     from sparksync.core.apps.custom_apps import AppSession, AppSessions, CustomApp, CustomApps
     from sparksync.core.deploy.model import DeployOptions, DeployResult
+    from sparksync.core.discovery.browse import Discovery
     from sparksync.core.fleet.fleet import Fleet
     from sparksync.core.nodes.actions import RenameResult
     from sparksync.core.nodes.registry import PairedNode, Registry
@@ -76,6 +77,7 @@ class ClusterActions:
         self._fleet: Fleet | None = None
         self._closed = False
         self.deploy_feed = DeployFeed()  # per-node progress of every deploy started here
+        self.discovery: Discovery | None = None  # the app's, once browsing: pairing cross-checks with it
 
     @property
     def registry(self) -> Registry:
@@ -118,9 +120,14 @@ class ClusterActions:
             return self._fleet
 
     def pair_function(self, request, *, password, confirm, progress):
-        """Pair with this computer's key (``pair_node`` through a ``PairingSession``)."""
-        from sparksync.core.ssh.pairing import pair_node
+        """Pair with this computer's key (``pair_node`` through a ``PairingSession``).
 
+        A typed host is looked up in what the app's discovery has seen (or
+        sees within a moment), so it is cross-checked like a discovered one.
+        """
+        from sparksync.core.ssh.pairing import pair_node, with_advertised_keys
+
+        request = with_advertised_keys(request, discovery=self.discovery, browse=False)
         return pair_node(
             request, password=password, confirm=confirm, progress=progress, client_key=self._client_key(),
             registry=self.registry, dialer=self._dialer, settings=self._ssh_settings,
