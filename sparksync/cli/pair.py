@@ -47,6 +47,7 @@ from sparksync.core.ssh import (
     unpair_node,
 )
 from sparksync.core.discovery import check_interfaces
+from sparksync.core.ssh.connection import node_wait_budget
 from sparksync.core.ssh.pairing import with_advertised_keys
 from sparksync.core.fleet import Fleet, NodeState, NodeStateStore, NodeStatus, last_seen_text
 from sparksync.core.base import config_dir
@@ -281,14 +282,15 @@ def _unpair_json(result: UnpairResult) -> dict[str, Any]:
     type=click.FloatRange(min=0.1),
     default=20.0,
     show_default=True,
-    help="With --check: seconds to wait for each node.",
+    help="With --check: seconds the whole check may take (all nodes at once; SSH connects included).",
 )
 def list_nodes(as_json: bool, check: bool, timeout: float) -> None:
     """List the paired nodes with their state (the last one known, or checked now with --check)."""
     nodes = Registry().list()
     if check and nodes:
-        with Fleet() as fleet:
-            fleet.check_all(timeout=timeout)  # saves each node's state, read back below
+        budget = node_wait_budget(timeout)
+        with Fleet(settings=SshSettings.for_command(budget)) as fleet:
+            fleet.check_all(timeout=budget)  # saves each node's state, read back below
     known = NodeStateStore().statuses(nodes)
     if as_json:
         click.echo(json.dumps({"nodes": [_node_json(node, *known[node.name]) for node in nodes]}, indent=2))
