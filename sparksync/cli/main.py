@@ -25,6 +25,7 @@ from sparksync.cli.settings import settings
 from sparksync.cli.switchyard import switchyard
 from sparksync.cli.workload import workload
 from sparksync.core.base import SparkSyncError
+from sparksync.core.base.paths import remove_interrupted_writes
 
 
 class _Cli(click.Group):
@@ -45,6 +46,7 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     # httpx logs every request at INFO; that is debug detail for us.
     logging.getLogger("httpx").setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
+    remove_interrupted_writes()  # temp files of writers killed mid-write, e.g. the registry's
 
 
 add_pair_commands(node)

@@ -144,3 +144,4 @@ def test_sigterm_stops_within_two_seconds_with_a_client_streaming(agent):
     assert "agent stopped" in agent.log()
     assert took < 2.0, f"SIGTERM took {took:.2f} s"
     assert not (agent.state_dir / "endpoint.json").exists()
+    assert list(agent.state_dir.glob(".*.tmp")) == []  # no temp file of an interrupted write either
