@@ -6,7 +6,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sparksync_agent._version import __version__ as AGENT_VERSION  # noqa: F401 - part of the protocol's exports
 
-PROTOCOL_VERSION = "1.1"  # 1.1: workloads, logs, engines; Sample.workloads; Snapshot.engines
+# 1.1: workloads, logs, engines; Sample.workloads; Snapshot.engines.
+# 1.5: a resume point (since) the agent never produced is a 409 unknown_since (was 400;
+#      clients accept both); every answer is declared in /openapi.json; a 405 names Allow.
+PROTOCOL_VERSION = "1.5"
 
 
 def protocol_major(version: str) -> int:
