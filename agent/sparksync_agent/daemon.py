@@ -13,6 +13,7 @@ from email.utils import formatdate
 
 import uvicorn
 
+from sparksync_agent.atomic import remove_stale_temps
 from sparksync_agent.api.app import create_app, request_stop
 from sparksync_agent.collectors import CollectorSet
 from sparksync_agent.collectors.defaults import default_collectors
@@ -107,6 +108,7 @@ class _AgentServer(uvicorn.Server):
 
 def build_runtime(options: AgentOptions) -> tuple[AgentRuntime, str]:
     state_dir = prepare_state_dir(options.state_dir)
+    remove_stale_temps(state_dir)  # what a writer killed mid-write left behind
     token = load_or_create_token(state_dir)
     node_id = load_or_create_node_id(state_dir)
     info = read_node_info(node_id)

@@ -17,6 +17,7 @@ import click
 from sparksync import __version__
 from sparksync.cli.lazy_group import LazyGroup
 from sparksync.core.base import SparkSyncError
+from sparksync.core.base.paths import remove_interrupted_writes
 
 COMMANDS = {
     "node": "sparksync.cli.node_group:node",
@@ -51,6 +52,7 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     # httpx logs every request at INFO; that is debug detail for us.
     logging.getLogger("httpx").setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
+    remove_interrupted_writes()  # temp files of writers killed mid-write, e.g. the registry's
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -46,7 +46,7 @@ FIRST_SAMPLE_TIMEOUT_S = 20.0
     type=click.FloatRange(min=0.1),
     default=FIRST_SAMPLE_TIMEOUT_S,
     show_default=True,
-    help="Seconds to wait for each node (and its first sample).",
+    help="Seconds the whole command may take (all nodes are asked at once; SSH connects included).",
 )
 @click.pass_context
 def status(ctx: click.Context, names: tuple[str, ...], as_json: bool, timeout: float) -> None:
@@ -100,9 +100,13 @@ def _report(fleet: Fleet, timeout: float) -> dict[str, Any]:
 
 
 def _paired_status(ctx: click.Context, names: list[str], as_json: bool, timeout: float) -> None:
-    with Fleet() as fleet:
+    from sparksync.core.ssh.connection import SshSettings, node_wait_budget
+
+    # --timeout bounds the whole command: every SSH connect ends by then too.
+    budget = node_wait_budget(timeout)
+    with Fleet(settings=SshSettings.for_command(budget)) as fleet:
         reports = fleet.check_all([n for n in names if not is_local(n)] or None, with_snapshot=True,
-                                  timeout=timeout)  # fmt: skip
+                                  timeout=budget)  # fmt: skip
     if as_json:
         click.echo(json.dumps({"nodes": [report_json(r) for r in reports]}, indent=2))
     elif reports:

@@ -15,6 +15,7 @@ NODE_COMMANDS = {
     "unpair": "sparksync.cli.pair:unpair",
     "rename": "sparksync.cli.node_manage:rename",
     "ssh": "sparksync.cli.node_manage:ssh",
+    "ssh-add": "sparksync.cli.node_manage:ssh_add",
     "connect": "sparksync.cli.node_manage:connect",
     "deploy": "sparksync.cli.deploy:deploy",
 }

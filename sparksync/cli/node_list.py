@@ -41,16 +41,18 @@ from sparksync.core.nodes import PairedNode, Registry
     type=click.FloatRange(min=0.1),
     default=20.0,
     show_default=True,
-    help="With --check: seconds to wait for each node.",
+    help="With --check: seconds the whole check may take (all nodes at once; SSH connects included).",
 )
 def list_nodes(as_json: bool, check: bool, timeout: float) -> None:
     """List the paired nodes with their state (the last one known, or checked now with --check)."""
     nodes = Registry().list()
     if check and nodes:
         from sparksync.core.fleet import Fleet  # SSH and the keyring: only to reach the nodes
+        from sparksync.core.ssh import SshSettings, node_wait_budget
 
-        with Fleet() as fleet:
-            fleet.check_all(timeout=timeout)  # saves each node's state, read back below
+        budget = node_wait_budget(timeout)
+        with Fleet(settings=SshSettings.for_command(budget)) as fleet:
+            fleet.check_all(timeout=budget)  # saves each node's state, read back below
     known = NodeStateStore().statuses(nodes)
     if as_json:
         click.echo(json.dumps({"nodes": [node_json(node, *known[node.name]) for node in nodes]}, indent=2))

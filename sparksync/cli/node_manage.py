@@ -1,4 +1,4 @@
-"""``sparksync node rename | ssh | connect``: the Nodes panel's and the tray's node actions, from a terminal."""
+"""``sparksync node rename | ssh | ssh-add | connect``: the Nodes panel's and the tray's node actions, from a terminal."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import click
 
 from sparksync.core.nodes import ClusterActions
 from sparksync.core.apps import node_ssh_argv
+from sparksync.core.ssh import add_key_to_ssh_agent
 
 
 @click.command("rename")
@@ -47,6 +48,22 @@ def ssh(name: str, print_only: bool) -> None:
         click.echo(" ".join(argv))
         return
     os.execvp(argv[0], argv)
+
+
+@click.command("ssh-add")
+@click.option("--lifetime", type=click.IntRange(min=1), help="Seconds the ssh-agent keeps the key (ssh-add -t).")
+def ssh_add(lifetime: int | None) -> None:
+    """Load SparkSync's key into your running ssh-agent, with the passphrase from the keyring.
+
+    \b
+    Then plain ssh with the exported config (`sparksync node ssh-config`),
+    scripts with `ssh -o BatchMode=yes`, rsync and VS Code need no passphrase.
+    The key goes to ssh-add on its standard input: neither it nor its
+    passphrase is written to a file.
+    """
+    added = add_key_to_ssh_agent(lifetime_s=lifetime)
+    until = f" for {added.lifetime_s} s" if added.lifetime_s else ""
+    click.echo(f"Added SparkSync's key {added.fingerprint} to the ssh-agent at {added.socket}{until}.")
 
 
 @click.command("connect")

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from sparksync.cli.node_list import node_json
+from sparksync.core.discovery import check_interfaces
 from sparksync.core.nodes import ClusterActions
 from sparksync.core.ssh import HostKeyNotAcceptedError, PairRequest, PairResult, SshSettings, UnpairResult
 
@@ -48,6 +49,20 @@ _node_timeout = click.option(
     help="Trust the node's host key without asking, only if its fingerprint is exactly this.",
 )
 @click.option(
+    "--accept-advertised-mismatch",
+    metavar="SHA256:...",
+    help="Pair although the node's mDNS advertisement names another host key, only if the presented "
+    "key's fingerprint is exactly this (you checked it on the node's console).",
+)
+@click.option(
+    "--interface",
+    "interfaces",
+    multiple=True,
+    metavar="IP",
+    help="IPv4 address of this machine to look for the node's mDNS advertisement on (repeatable). "
+    "Default: all its non-loopback addresses.",
+)
+@click.option(
     "--repair", is_flag=True, help="Re-pair a paired node (changed host key, or our key lost there)."
 )
 @_node_timeout
@@ -59,21 +74,39 @@ def pair(
     name: str | None,
     password_stdin: bool,
     accept_host_key: str | None,
+    accept_advertised_mismatch: str | None,
+    interfaces: tuple[str, ...],
     repair: bool,
     timeout: float,
     as_json: bool,
 ) -> None:
-    """Pair the node at HOST: trust its host key, install this computer's key, log in once."""
+    """Pair the node at HOST: trust its host key, install this computer's key, log in once.
+
+    \b
+    The host key is cross-checked against what the node advertises over mDNS
+    (SparkSync's agent publishes its fingerprints), looked up for a moment
+    even when HOST is typed: a mismatch stops pairing, whatever
+    --accept-host-key says, unless --accept-advertised-mismatch names the
+    presented key.
+    """
     user = user or getpass.getuser()
     interactive = sys.stdin.isatty() and not password_stdin
     _check_pair_options(accept_host_key, password_stdin, interactive)
+    if accept_advertised_mismatch is not None and not _FINGERPRINT_RE.match(accept_advertised_mismatch):
+        raise click.BadParameter(
+            f"{accept_advertised_mismatch!r} is not a SHA-256 fingerprint (SHA256: and 43 characters of base64)",
+            param_hint="--accept-advertised-mismatch",
+        )
+    if interfaces:
+        check_interfaces(list(interfaces))  # a mistyped address is an error, not "nothing advertised"
     actions = ClusterActions(ssh_settings=SshSettings(connect_timeout_s=timeout))
     try:
         result = actions.pair(
-            PairRequest(host, user, port, name, repair=repair),
+            PairRequest(host, user, port, name, repair=repair, accept_advertised_mismatch=accept_advertised_mismatch),
             password=_password_source(password_stdin, f"{user}@{host}"),
             confirm=_confirmer(host, accept_host_key),
             progress=lambda line: click.echo(line, err=True),
+            interfaces=list(interfaces) or None,
         )
     finally:
         actions.close()

@@ -398,6 +398,7 @@ class MainWindow(QMainWindow):
     def attach_discovery(self, discovery) -> None:
         """Show what ``discovery`` finds in the node list; it is stopped when the app quits."""
         self.discovery = discovery
+        self.actions.discovery = discovery  # pairing a typed host cross-checks with what it saw
         self.nodes_panel.attach_discovery(discovery)
 
     def quit(self) -> None:

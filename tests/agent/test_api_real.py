@@ -74,7 +74,7 @@ def test_bad_input_gets_a_4xx_with_a_message(agent):
         assert ErrorBody.model_validate(response.json()).message
         assert "Traceback" not in response.text
     for response in (future, future_stream):
-        assert response.status_code == 400
+        assert response.status_code == 409  # well formed, but no seq this agent produced
         assert ErrorBody.model_validate(response.json()).error == "unknown_since"
 
 
@@ -144,3 +144,4 @@ def test_sigterm_stops_within_two_seconds_with_a_client_streaming(agent):
     assert "agent stopped" in agent.log()
     assert took < 2.0, f"SIGTERM took {took:.2f} s"
     assert not (agent.state_dir / "endpoint.json").exists()
+    assert list(agent.state_dir.glob(".*.tmp")) == []  # no temp file of an interrupted write either

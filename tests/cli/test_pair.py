@@ -16,6 +16,7 @@ from sparksync.cli.main import cli
 from sparksync.core.base.paths import config_dir
 from sparksync.core.nodes.registry import Registry
 from sparksync.core.ssh.authorized_keys import count_key
+from sparksync.core.ssh.secrets import home_service
 from tests.core.keyring_fixtures import (
     MemoryKeyring,
     global_keyring,
@@ -150,7 +151,7 @@ def test_pair_list_ssh_and_unpair_through_the_cli(ssh_lab_factory, real_keyring,
     assert exported.returncode == 0 and "Host n1\n" in exported.stdout
     # OpenSSH itself, with the exported config, our key and the pinned host key: `ssh n1` works.
     askpass = tmp_path / "askpass"
-    askpass.write_text(f"#!/bin/sh\nexec {sys.executable} -m keyring get sparksync client-key-passphrase\n")
+    askpass.write_text(f"#!/bin/sh\nexec {sys.executable} -m keyring get {home_service()} client-key-passphrase\n")
     askpass.chmod(0o700)
     ssh_env = {**env, "SSH_ASKPASS": str(askpass), "SSH_ASKPASS_REQUIRE": "force"}
     ssh_argv = ["ssh", "-F", str(config_dir() / "ssh_config"), "-o", "ConnectTimeout=5", "n1", "id", "-un"]

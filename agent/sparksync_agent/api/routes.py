@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from sparksync_agent.api.errors import ApiError
+from sparksync_agent.api.errors import CONFLICT, ApiError
 from sparksync_agent.protocol import (
     AGENT_VERSION,
     PROTOCOL_VERSION,
@@ -31,7 +31,11 @@ def runtime_of(request: Request) -> AgentRuntime:
     return request.app.state.runtime
 
 
-@router.post("/hello", response_model=HelloReply, responses={**_ERRORS, 409: {"model": ErrorBody}})
+# A body that is not even text (not UTF-8) is refused by the framework with a 400.
+_BODY_ERRORS: dict[int | str, dict[str, Any]] = {**_ERRORS, 400: {"model": ErrorBody}}
+
+
+@router.post("/hello", response_model=HelloReply, responses={**_BODY_ERRORS, 409: {"model": ErrorBody}})
 def hello(body: Hello, request: Request) -> HelloReply:
     """Exchange versions first; a different protocol MAJOR is refused, naming both."""
     try:
@@ -68,7 +72,7 @@ def status(request: Request) -> AgentStatus:
 @router.get(
     "/telemetry",
     response_model=TelemetryPage,
-    responses={**_ERRORS, 400: {"model": ErrorBody}},
+    responses={**_ERRORS, 409: {"model": ErrorBody}},
 )
 def telemetry(
     request: Request,
@@ -87,4 +91,4 @@ def read_since(runtime: AgentRuntime, since: int, limit: int | None = None):
     try:
         return runtime.sampler.ring.since(since, limit)
     except UnknownSinceError as exc:
-        raise ApiError(400, "unknown_since", f"{exc}; resume with since=0 or a seq you received") from exc
+        raise ApiError(CONFLICT, "unknown_since", f"{exc}; resume with since=0 or a seq you received") from exc

@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from sparksync_agent.api.errors import ApiError
 from sparksync_agent.api.routes import read_since, runtime_of
+from sparksync_agent.protocol import ErrorBody
 from sparksync_agent.runtime import AgentRuntime
 
 router = APIRouter(prefix="/v1")
@@ -28,7 +29,10 @@ PING_SECONDS = 15.0  # keeps idle connections (and SSH tunnels) from being reape
 @router.get(
     "/telemetry/stream",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "'sample' and 'lost' events"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "'sample' and 'lost' events"},
+        **{code: {"model": ErrorBody} for code in (400, 401, 409, 422)},
+    },
 )
 async def telemetry_stream(
     request: Request,

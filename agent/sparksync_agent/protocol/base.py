@@ -11,7 +11,9 @@ from sparksync_agent._version import __version__ as AGENT_VERSION  # noqa: F401 
 # 1.3: models: /v1/models (list, roots, delete), receive/verify/finalize, reach, jobs (fetch, push)
 # 1.4: TokensSource.slots_path, .decode_gauge, .busy_gauge (decode tokens/s while llama.cpp and SGLang
 #      generate; their counters grow only when a request ends)
-PROTOCOL_VERSION = "1.4"
+# 1.5: a resume point (since) the agent never produced is a 409 unknown_since (was 400;
+#      clients accept both); every answer is declared in /openapi.json; a 405 names Allow.
+PROTOCOL_VERSION = "1.5"
 
 
 def protocol_major(version: str) -> int:

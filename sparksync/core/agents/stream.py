@@ -201,7 +201,8 @@ class TelemetryStream:
         response = source.response
         if not response.is_success:
             response.read()
-            if response.status_code == 400 and error_code(response) == "unknown_since":
+            # 409 since protocol 1.5; agents before it answered 400.
+            if response.status_code in (400, 409) and error_code(response) == "unknown_since":
                 yield from self._resync(response)
             check_answer(response, self._client.base_url, "opening the telemetry stream")
         self._attach(response)

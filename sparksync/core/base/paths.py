@@ -7,10 +7,12 @@ With it, every path moves under that directory (``config/``, ``data/``,
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import platformdirs
 
+from sparksync_agent.atomic import remove_stale_temps
 from sparksync_agent.paths import HOME_ENV, sparksync_home
 
 APP_NAME = "sparksync"
@@ -25,8 +27,11 @@ __all__ = [
     "ensure_dir",
     "local_agent_state_dir",
     "log_dir",
+    "remove_interrupted_writes",
     "state_dir",
 ]
+
+_SWEEP_DEPTH = 3  # config/keys, state/switchyard/gateways: where our atomic writes land
 
 
 def config_dir() -> Path:
@@ -58,6 +63,23 @@ def local_agent_state_dir() -> Path:
     endpoint file.
     """
     return data_dir() / LOCAL_AGENT_DIR
+
+
+def remove_interrupted_writes() -> int:
+    """Remove the temp files that writers killed mid-write left in the client's dirs (at start-up).
+
+    Only the dirs that exist are walked, a few levels deep; returns how many files went.
+    """
+    removed = 0
+    for top in dict.fromkeys((config_dir(), data_dir(), state_dir())):
+        if not top.is_dir():
+            continue
+        base_depth = len(top.parts)
+        for root, dirs, _files in os.walk(top):
+            if len(Path(root).parts) - base_depth >= _SWEEP_DEPTH:
+                dirs.clear()
+            removed += remove_stale_temps(Path(root))
+    return removed
 
 
 def ensure_dir(path: Path) -> Path:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from sparksync.core.ssh.client_key import ClientKey
     from sparksync.core.apps.custom_apps import AppSession, AppSessions, CustomApp, CustomApps
     from sparksync.core.deploy.model import DeployOptions, DeployResult, ProgressEvent
+    from sparksync.core.discovery.browse import Discovery
     from sparksync.core.fleet.fleet import Fleet
     from sparksync.core.nodes.actions import RenameResult
     from sparksync.core.nodes.registry import PairedNode, Registry
@@ -79,6 +80,7 @@ class ClusterActions:
         self._fleet: Fleet | None = None
         self._closed = False
         self.deploy_feed = DeployFeed()  # per-node progress of every deploy started here
+        self.discovery: Discovery | None = None  # the app's, once browsing: pairing cross-checks with it
 
     @property
     def registry(self) -> Registry:
@@ -120,10 +122,21 @@ class ClusterActions:
                 )  # fmt: skip
             return self._fleet
 
-    def pair(self, request: PairRequest, *, password, confirm, progress=None) -> PairResult:
-        """Pair with this computer's key: the dialog's ``PairingSession`` and ``node pair`` call this."""
-        from sparksync.core.ssh.pairing import pair_node
+    def pair(
+        self, request: PairRequest, *, password, confirm, progress=None, interfaces: list[str] | None = None
+    ) -> PairResult:
+        """Pair with this computer's key: the dialog's ``PairingSession`` and ``node pair`` call this.
 
+        The host key is cross-checked against the node's mDNS advertisement,
+        also for a typed host: the app looks it up in what its discovery has
+        seen; the CLI, which has no discovery running, browses for a moment
+        (on ``interfaces``, or all of this machine's addresses).
+        """
+        from sparksync.core.ssh.pairing import pair_node, with_advertised_keys
+
+        request = with_advertised_keys(
+            request, discovery=self.discovery, interfaces=interfaces, browse=self.discovery is None
+        )
         return pair_node(
             request, password=password, confirm=confirm, progress=progress, client_key=self._client_key(),
             registry=self.registry, dialer=self._dialer, settings=self._ssh_settings,

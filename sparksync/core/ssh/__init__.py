@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from sparksync.core.ssh.ssh_agent import add_key_to_ssh_agent
+    from sparksync.core.ssh.connection import node_wait_budget
     from sparksync.core.ssh.client_key import KEY_FILE, ClientKey, ClientKeyError
     from sparksync.core.ssh.config_export import export_ssh_config
     from sparksync.core.ssh.connection import Dialer, SshSettings
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
 
 # name -> the module that holds it
 _WHERE = {
+    "add_key_to_ssh_agent": "ssh_agent",
+    "node_wait_budget": "connection",
     "KEY_FILE": "client_key",
     "ClientKey": "client_key",
     "ClientKeyError": "client_key",
@@ -60,6 +64,8 @@ _WHERE = {
     "unpair_node": "unpair",
 }
 __all__ = [
+    "add_key_to_ssh_agent",
+    "node_wait_budget",
     "ClientKey",
     "ClientKeyError",
     "Dialer",

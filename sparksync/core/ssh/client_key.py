@@ -8,9 +8,10 @@ never fills up with stale SparkSync keys.
 Using the key from a terminal (``ssh spark-xxxx`` with the exported
 config): OpenSSH cannot read our keyring, so it asks for the passphrase.
 The exported config sets ``AddKeysToAgent yes``, so with an ssh-agent
-running it asks once per login; ``ssh-add`` does the same up front. The
-passphrase is printed by ``keyring get sparksync client-key-passphrase``
-(keyring's own command, installed with SparkSync). We chose this over a
+running it asks once per login; ``sparksync node ssh-add`` loads the key into
+the running ssh-agent with the keyring's passphrase (through ssh-add's askpass
+hook, never a file), which is how scripts and ``BatchMode`` use it. The
+passphrase lives in this home's keyring service (``secrets.home_service()``). We chose this over a
 second, unencrypted copy of the key for ssh: a key file that anyone who can
 read it may use is exactly what the keyring is there to avoid.
 """
@@ -73,7 +74,9 @@ class ClientKey:
 
     @classmethod
     def _load(cls, secrets: SecretStore, path: Path) -> ClientKey:
-        passphrase = secrets.get(PASSPHRASE_SECRET)
+        passphrase = secrets.get(PASSPHRASE_SECRET, migrate=False)
+        if passphrase is None:
+            passphrase = cls._adopt_legacy_passphrase(secrets, path)
         if passphrase is None:
             raise ClientKeyError(
                 f"The SparkSync key {path} exists, but its passphrase is no longer in the keyring "
@@ -83,7 +86,7 @@ class ClientKey:
                 f"(mv '{path}' '{path}.old') and pair your nodes again to make and install a new key."
             )
         try:
-            pkey = paramiko.Ed25519Key(filename=str(path), password=passphrase)
+            pkey = _open(path, passphrase)
         except (paramiko.SSHException, ValueError, OSError) as exc:
             raise ClientKeyError(
                 f"The SparkSync key {path} cannot be opened with the passphrase in the keyring "
@@ -93,13 +96,32 @@ class ClientKey:
             ) from exc
         return cls(pkey=pkey, private_key_path=path)
 
+    @staticmethod
+    def _adopt_legacy_passphrase(secrets: SecretStore, path: Path) -> str | None:
+        """The passphrase kept before entries were scoped to the home, if it opens this key.
+
+        Every home once shared one entry, so it may be another home's: it is
+        copied into this home's service only once it has opened this key.
+        """
+        legacy = secrets.get_legacy(PASSPHRASE_SECRET)
+        if legacy is None:
+            return None
+        try:
+            _open(path, legacy)
+        except (paramiko.SSHException, ValueError, OSError):
+            log.warning("the shared keyring entry %s is another key's passphrase; not adopted", PASSPHRASE_SECRET)
+            return None
+        secrets.set(PASSPHRASE_SECRET, legacy)
+        log.info("moved the key's passphrase into keyring service %s", secrets.service)
+        return legacy
+
     @classmethod
     def _create(cls, secrets: SecretStore, path: Path) -> ClientKey:
         passphrase = token_urlsafe(32)
         # The passphrase goes to the keyring before any file exists: without a
         # keyring we stop here and leave nothing behind.
         secrets.set(PASSPHRASE_SECRET, passphrase)
-        if secrets.get(PASSPHRASE_SECRET) != passphrase:
+        if secrets.get(PASSPHRASE_SECRET, migrate=False) != passphrase:
             raise KeyringUnavailableError(
                 "the keyring accepted the key's passphrase but does not give it back",
                 backend_name(secrets.backend()),
@@ -117,6 +139,10 @@ class ClientKey:
             fields = []
         if fields[1:2] != [self.pkey.get_base64()]:
             write_atomic(self.public_key_path, self.public_line() + "\n", mode=0o644)
+
+
+def _open(path: Path, passphrase: str) -> paramiko.Ed25519Key:
+    return paramiko.Ed25519Key(filename=str(path), password=passphrase)
 
 
 def _encrypted_openssh(private_key: Ed25519PrivateKey, passphrase: str) -> bytes:

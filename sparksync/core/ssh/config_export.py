@@ -62,8 +62,8 @@ def render_ssh_config(
         "# Written by SparkSync from its node registry; changes here are overwritten.",
         "# Use it with a line at the top of ~/.ssh/config:",
         f"#   {include}",
-        "# The key is encrypted: ssh asks for its passphrase once per login (AddKeysToAgent),",
-        "# which `keyring get sparksync client-key-passphrase` prints.",
+        "# The key is encrypted and its passphrase is in the keyring: `sparksync node ssh-add`",
+        "# loads the key into your ssh-agent (then ssh and BatchMode scripts need no passphrase).",
         "",
     ]
     blocks = [_host_block(node, key_path, known_hosts_path) for node in nodes]

@@ -16,6 +16,7 @@ import errno
 import logging
 import shlex
 import socket
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -36,6 +37,10 @@ log = logging.getLogger(__name__)
 # (host, port, timeout_s) -> a connected TCP socket. Raises HostNotFoundError
 # (discovery) or HostUnreachableError.
 Dialer = Callable[[str, int, float], socket.socket]
+_MIN_STEP_S = 0.05
+# What a command keeps of its --timeout for itself after the nodes' waits end:
+# saving their states, printing, closing links and leaving the interpreter.
+COMMAND_RESERVE_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,25 @@ class SshSettings:
     # unacknowledged this long, so a cut link is noticed in about
     # keepalive_s + dead_after_s instead of TCP's default of ~15 minutes.
     dead_after_s: float = 15.0
+    # time.monotonic() by which every connect must be over (a command's --timeout): each step's
+    # limit above shrinks to the time left, so a link that hangs cannot outlast the command.
+    deadline: float | None = None
+
+    @classmethod
+    def for_command(cls, timeout_s: float, **limits: float) -> SshSettings:
+        """Settings whose every connect ends within ``timeout_s`` from now."""
+        return cls(deadline=time.monotonic() + timeout_s, **limits)
+
+    def within(self, seconds: float) -> float:
+        """``seconds``, or less when the deadline comes sooner (never 0: a socket would block)."""
+        if self.deadline is None:
+            return seconds
+        return max(_MIN_STEP_S, min(seconds, self.deadline - time.monotonic()))
+
+
+def node_wait_budget(command_timeout_s: float) -> float:
+    """How long a command with ``--timeout command_timeout_s`` may wait for its nodes and connects."""
+    return max(_MIN_STEP_S, command_timeout_s - min(COMMAND_RESERVE_S, command_timeout_s / 4))
 
 
 @dataclass(frozen=True)
@@ -104,14 +128,14 @@ def handshake(
     endpoint: Endpoint, dialer: Dialer, settings: SshSettings, prefer: Iterable[str] = ()
 ) -> paramiko.Transport:
     """A transport with the key exchange done (the host key known) but not authenticated."""
-    sock = _tune_socket(dialer(endpoint.host, endpoint.port, settings.connect_timeout_s), settings)
+    sock = _tune_socket(dialer(endpoint.host, endpoint.port, settings.within(settings.connect_timeout_s)), settings)
     transport = paramiko.Transport(sock)
     try:
-        transport.banner_timeout = settings.handshake_timeout_s
-        transport.auth_timeout = settings.auth_timeout_s
+        transport.banner_timeout = settings.within(settings.handshake_timeout_s)
+        transport.auth_timeout = settings.within(settings.auth_timeout_s)
         options = transport.get_security_options()
         options.key_types = preferred_key_types(options.key_types, prefer)
-        transport.start_client(timeout=settings.handshake_timeout_s)
+        transport.start_client(timeout=settings.within(settings.handshake_timeout_s))
     except BaseException as exc:
         transport.close()
         if isinstance(exc, (paramiko.SSHException, EOFError, OSError)):

@@ -83,22 +83,33 @@ def changed_key_message(node_name: str, host: str, pinned: PinnedHostKey, key: p
     )
 
 
-def cross_check_advertised(key: paramiko.PKey, advertised: Mapping[str, str], host: str) -> None:
+def cross_check_advertised(
+    key: paramiko.PKey, advertised: Mapping[str, str], host: str, accept_mismatch: str | None = None
+) -> bool:
     """Raise HostKeyMismatchError unless the key is among those the node advertised over mDNS.
 
     ``advertised`` maps key types (``ssh-ed25519`` or the short ``ed25519``)
-    to ``SHA256:`` fingerprints; empty means nothing to check against.
+    to ``SHA256:`` fingerprints; empty means nothing to check against (False
+    is returned). ``accept_mismatch`` lets a mismatch through only when it
+    names exactly the presented key's fingerprint: the user checked that key
+    on the node itself and knows the advertisement is stale. True: matched.
     """
     usable = {short_key_type(k): v for k, v in advertised.items() if v.startswith("SHA256:")}
     if not usable:
-        return
+        return False
     seen = fingerprint(key)
     if seen in usable.values():
-        return
+        return True
     expected = ", ".join(f"{kind} {fp}" for kind, fp in sorted(usable.items()))
+    if accept_mismatch is not None and accept_mismatch == seen:
+        log.warning("%s presents %s, not the advertised %s; accepted as the user named it", host, seen, expected)
+        return False
     raise HostKeyMismatchError(
         f"WARNING: possible impostor. {host} presents the host key {seen} ({key.get_name()}), but "
         f"the node advertised over mDNS {expected}. Pairing stopped; nothing was changed. Another "
         "machine may be answering for this address. Check the fingerprint on the node's console "
-        "(ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub) before trying again."
+        "(ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub) before trying again. If the console "
+        f"shows {seen} (its host keys were changed and the advertisement is stale), restart the "
+        "agent there (systemctl --user restart sparksync-agent) so it advertises the new key, or "
+        f"pair naming that key: --accept-advertised-mismatch {seen}."
     )

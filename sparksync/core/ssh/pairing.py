@@ -30,6 +30,7 @@ keeps about the node stays attached) and its name unless one is given.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import logging
@@ -44,6 +45,8 @@ import paramiko
 from pydantic import ValidationError
 
 from sparksync.core.ssh.client_key import ClientKey
+from sparksync.core.discovery.advertised import ADVERTISED_WAIT_S, advertised_host_keys
+from sparksync.core.discovery.browse import Discovery
 from sparksync.core.discovery.model import DiscoveredNode, is_ip, normalize_host
 from sparksync.core.base.paths import ensure_dir
 from sparksync.core.nodes.identity import is_node_id
@@ -84,11 +87,34 @@ class PairRequest:
     name: str | None = None  # default: the node's own hostname
     advertised_fingerprints: Mapping[str, str] = field(default_factory=dict)  # from mDNS
     repair: bool = False
+    # The presented key's fingerprint, named by the user to pair despite a stale advertisement.
+    accept_advertised_mismatch: str | None = None
 
     @classmethod
     def from_discovered(cls, node: DiscoveredNode, user: str, name: str | None = None) -> PairRequest:
         host = node.addresses[0] if is_ip(node.hostname) and node.addresses else node.hostname
         return cls(host, user, node.ssh_port, name, dict(node.host_key_fingerprints))
+
+
+def with_advertised_keys(
+    request: PairRequest,
+    *,
+    discovery: Discovery | None = None,
+    interfaces: list[str] | None = None,
+    wait_s: float = ADVERTISED_WAIT_S,
+    browse: bool = True,
+) -> PairRequest:
+    """``request`` with what its host advertises over mDNS, looked up when it carries nothing yet.
+
+    Both faces call this before ``pair_node``, so a typed host is
+    cross-checked like one picked from the discovered list.
+    """
+    if request.advertised_fingerprints:
+        return request
+    found = advertised_host_keys(
+        request.host, request.port, discovery=discovery, interfaces=interfaces, wait_s=wait_s, browse=browse
+    )
+    return dataclasses.replace(request, advertised_fingerprints=found) if found else request
 
 
 @dataclass(frozen=True)
@@ -163,7 +189,17 @@ class _Pairing:
         prefer = [target.host_key.key_type] if target else list(request.advertised_fingerprints)
         key = probe_host_key(endpoint, self.dial, self.settings, prefer)
         self.say(f"{request.host} presents the host key {key.get_name()} {fingerprint(key)}")
-        cross_check_advertised(key, request.advertised_fingerprints, request.host)
+        matched = cross_check_advertised(
+            key, request.advertised_fingerprints, request.host, request.accept_advertised_mismatch
+        )
+        if matched:
+            self.say(f"{request.host}'s host key matches what it advertises over mDNS")
+        elif request.advertised_fingerprints:
+            self.say(f"{request.host}'s host key differs from its mDNS advertisement; accepted as you named it")
+        else:
+            self.say(
+                f"{request.host} advertises no host key over mDNS: only your check of the fingerprint vouches for it"
+            )
         return key
 
     def _confirm(self, session: _Session, confirm: ConfirmHostKey) -> None:

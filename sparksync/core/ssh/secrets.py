@@ -11,24 +11,39 @@ that would lose a secret or keep it in plain text without the user asking:
   keyring's config file. SparkSync never picks one.
 
 Secret values are never logged and never put in an error message.
+
+Entries are scoped to the SparkSync home: the service is
+``sparksync:<16 hex digits of the SHA-256 of the home's path>`` (the
+``SPARKSYNC_HOME`` directory, or the config dir without it), and inside it
+names like ``client-key-passphrase`` and ``node/<id>/<kind>``. Two homes on
+one desktop (a script or a test with its own ``SPARKSYNC_HOME`` beside the
+user's app) therefore never overwrite each other's secrets. Before scoping
+every home shared the one service ``sparksync``; an entry found only there
+is copied into the home's own service when it is first read (and kept there,
+since another home may still rely on it).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+from pathlib import Path
 
 import keyring
 import keyring.backend
 import keyring.core
 from keyring.backends import chainer, fail, null
 from pydantic import BaseModel
+from sparksync_agent.paths import sparksync_home
 
 from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.base.paths import config_dir
 
 log = logging.getLogger(__name__)
 
-SERVICE = "sparksync"
+LEGACY_SERVICE = "sparksync"  # the one service every home shared before entries were scoped
+SERVICE_PREFIX = "sparksync:"
 BACKEND_ENV = "PYTHON_KEYRING_BACKEND"  # keyring's own variable, not ours
 _PROBE_KEY = "sparksync-keyring-probe"
 
@@ -48,32 +63,62 @@ class KeyringStatus(BaseModel):
     reason: str | None = None  # why it is not usable
 
 
+def home_service(home: Path | None = None) -> str:
+    """The keyring service of one SparkSync home (by default the one this process uses)."""
+    if home is None:
+        home = sparksync_home() or config_dir()
+    resolved = str(Path(home).expanduser().resolve())
+    return SERVICE_PREFIX + hashlib.sha256(resolved.encode()).hexdigest()[:16]
+
+
 class SecretStore:
     """get/set/delete secrets by name, in one keyring service.
+
+    By default the service is this home's (``home_service()``, fixed when the
+    store is made), and entries still kept in the shared legacy service are
+    migrated when read. An explicit ``service`` has no legacy.
 
     ``backend`` is for callers that want a specific keyring backend; by
     default the one keyring selects (``keyring.get_keyring()``) is used at
     each call, so a backend set later (tests, a user's config) is honoured.
     """
 
-    def __init__(self, service: str = SERVICE, backend: keyring.backend.KeyringBackend | None = None):
-        self.service = service
+    def __init__(self, service: str | None = None, backend: keyring.backend.KeyringBackend | None = None):
+        self.service = service if service is not None else home_service()
+        self.legacy_service = LEGACY_SERVICE if service is None else None
         self._backend = backend
 
-    def get(self, name: str) -> str | None:
-        return self._call("read", name, lambda kr: kr.get_password(self.service, name))
+    def get(self, name: str, *, migrate: bool = True) -> str | None:
+        """The secret ``name``; with ``migrate``, one found only in the legacy service is copied here first."""
+        value = self._call("read", name, lambda kr: kr.get_password(self.service, name))
+        if value is None and migrate:
+            value = self.get_legacy(name)
+            if value is not None:
+                self.set(name, value)
+                log.info("keyring: moved %s from service %s into %s", name, self.legacy_service, self.service)
+        return value
+
+    def get_legacy(self, name: str) -> str | None:
+        """The entry ``name`` of the shared pre-scoping service, if this store has one and it is there."""
+        legacy = self.legacy_service
+        if legacy is None:
+            return None
+        return self._call("read", name, lambda kr: kr.get_password(legacy, name))
 
     def set(self, name: str, value: str) -> None:
         self._call("store", name, lambda kr: kr.set_password(self.service, name, value), secret=value)
         log.debug("keyring: stored secret %s/%s", self.service, name)
 
     def delete(self, name: str) -> bool:
-        """Remove ``name``; False when it was not there."""
-        if self.get(name) is None:
-            return False
-        self._call("delete", name, lambda kr: kr.delete_password(self.service, name))
-        log.debug("keyring: deleted secret %s/%s", self.service, name)
-        return True
+        """Remove ``name`` (here and in the legacy service); False when it was in neither."""
+        removed = False
+        for service in filter(None, (self.service, self.legacy_service)):
+            if self._call("read", name, lambda kr, s=service: kr.get_password(s, name)) is None:
+                continue
+            self._call("delete", name, lambda kr, s=service: kr.delete_password(s, name))
+            log.debug("keyring: deleted secret %s/%s", service, name)
+            removed = True
+        return removed
 
     def backend_status(self) -> KeyringStatus:
         """Whether secrets can be kept now; reads one (absent) probe entry to find out."""

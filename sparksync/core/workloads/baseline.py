@@ -53,7 +53,8 @@ TRAINING_ROLE = "torchrun"  # the role of every torchrun rank (commands/torchrun
 # except --standalone. Both spellings (- and _) and the --opt=value form are accepted by torchrun.
 _PLACEMENT_VALUED = {"--nnodes", "--node_rank", "--node-rank", "--master_addr", "--master-addr",
                      "--master_port", "--master-port", "--rdzv-backend", "--rdzv_backend",
-                     "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id", "--rdzv_id"}  # fmt: skip
+                     "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id", "--rdzv_id",
+                     "--local-addr", "--local_addr"}  # fmt: skip
 _PLACEMENT_FLAGS = {"--standalone"}
 
 

@@ -67,7 +67,7 @@ def test_since_beyond_the_newest_is_refused(client):
     last = wait_for_seq(client, 1)
     with pytest.raises(AgentRequestError) as info:
         client.telemetry(last + 10_000)
-    assert info.value.status == 400 and info.value.code == "unknown_since"
+    assert info.value.status == 409 and info.value.code == "unknown_since"
 
 
 def test_metrics_need_and_accept_the_token(client):

@@ -72,9 +72,10 @@ def test_new_run_id_restarts_from_zero(fake, fake_client):
     assert fake.stream_requests()[1].url.params["since"] == "0"
 
 
-def test_unknown_since_after_a_quick_restart_starts_over(fake, fake_client):
+@pytest.mark.parametrize("status", [409, 400], ids=["protocol-1.5", "older-agent"])
+def test_unknown_since_after_a_quick_restart_starts_over(fake, fake_client, status):
     fake.run_ids.append("run-2")  # the restart lands between our hello and the stream request
-    fake.scripts.append(error(400, "unknown_since", "since 9 is newer than seq 0"))
+    fake.scripts.append(error(status, "unknown_since", "since 9 is newer than seq 0"))
     fake.scripts.append([sample_event(1)])
     stream = fake_client.stream(since=9, run_id="run-1", backoff=FAST)
     items = take(stream, 3)
@@ -83,7 +84,7 @@ def test_unknown_since_after_a_quick_restart_starts_over(fake, fake_client):
 
 
 def test_unknown_since_in_the_same_run_is_the_callers_mistake(fake, fake_client):
-    fake.scripts.append(error(400, "unknown_since", "since 9 is newer than seq 3"))
+    fake.scripts.append(error(409, "unknown_since", "since 9 is newer than seq 3"))
     with pytest.raises(AgentRequestError, match="since 9"):
         take(fake_client.stream(since=9, backoff=FAST), 2)
 

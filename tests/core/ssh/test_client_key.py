@@ -14,7 +14,7 @@ from keyring.backends import fail
 
 from sparksync.core.ssh.client_key import KEY_FILE, PASSPHRASE_SECRET, ClientKey, ClientKeyError
 from sparksync.core.base.paths import config_dir
-from sparksync.core.ssh.secrets import KeyringUnavailableError, SecretStore
+from sparksync.core.ssh.secrets import LEGACY_SERVICE, KeyringUnavailableError, SecretStore, home_service
 from tests.core.keyring_fixtures import (
     MemoryKeyring,
     keyring_cli,
@@ -159,7 +159,7 @@ def test_the_passphrase_round_trips_through_a_real_secret_service(real_keyring, 
     assert again.fingerprint() == key.fingerprint()
 
     # What the docs tell a terminal user: keyring's command prints the passphrase ssh asks for.
-    printed = keyring_cli(real_keyring, "get", "sparksync", PASSPHRASE_SECRET)
+    printed = keyring_cli(real_keyring, "get", home_service(), PASSPHRASE_SECRET)
     assert printed.returncode == 0, printed.stderr
     derived = ssh_keygen("-y", "-P", printed.stdout.strip(), "-f", str(key.private_key_path))
     assert derived.stdout.split()[:2] == key.public_line().split()[:2]
@@ -187,3 +187,52 @@ def test_two_processes_starting_at_once_make_one_key(real_keyring, key_dir, tmp_
     assert len(fingerprints) == 1
     # ...and the key on disk opens with the passphrase the keyring kept.
     assert ClientKey.load_or_create(SecretStore(), key_dir).fingerprint() in fingerprints
+
+
+def test_two_homes_keep_their_own_keys_in_one_real_keyring(real_keyring, tmp_path, monkeypatch):
+    """A script with its own SPARKSYNC_HOME must not break the user's key (it once overwrote its passphrase)."""
+    keys = {}
+    for home in ("user", "script"):
+        monkeypatch.setenv("SPARKSYNC_HOME", str(tmp_path / home))
+        keys[home] = ClientKey.load_or_create(SecretStore())
+    assert keys["user"].fingerprint() != keys["script"].fingerprint()
+
+    for home, key in keys.items():
+        monkeypatch.setenv("SPARKSYNC_HOME", str(tmp_path / home))
+        assert key.private_key_path.is_relative_to(tmp_path / home)
+        assert ClientKey.load_or_create(SecretStore()).fingerprint() == key.fingerprint()
+        # A fresh process finds each passphrase under its own home's service, and it opens that key.
+        printed = keyring_cli(real_keyring, "get", home_service(), PASSPHRASE_SECRET)
+        assert printed.returncode == 0, printed.stderr
+        derived = ssh_keygen("-y", "-P", printed.stdout.strip(), "-f", str(key.private_key_path))
+        assert derived.stdout.split()[:2] == key.public_line().split()[:2]
+    assert keyring_cli(real_keyring, "get", LEGACY_SERVICE, PASSPHRASE_SECRET).stdout.strip() == ""
+
+
+def _key_under_the_legacy_entry(real_keyring, key_dir: Path) -> ClientKey:
+    """A key made the old way: its passphrase in the shared service every home used."""
+    key = ClientKey.load_or_create(SecretStore(), key_dir)
+    passphrase = SecretStore().get(PASSPHRASE_SECRET)
+    real_keyring.backend.set_password(LEGACY_SERVICE, PASSPHRASE_SECRET, passphrase)
+    real_keyring.backend.delete_password(home_service(), PASSPHRASE_SECRET)
+    return key
+
+
+def test_a_passphrase_in_the_legacy_entry_is_migrated_into_the_home(real_keyring, key_dir):
+    key = _key_under_the_legacy_entry(real_keyring, key_dir)
+
+    assert ClientKey.load_or_create(SecretStore(), key_dir).fingerprint() == key.fingerprint()
+    moved = keyring_cli(real_keyring, "get", home_service(), PASSPHRASE_SECRET)
+    assert moved.stdout.strip() == real_keyring.backend.get_password(LEGACY_SERVICE, PASSPHRASE_SECRET)
+
+
+def test_another_keys_passphrase_in_the_legacy_entry_is_not_adopted(real_keyring, key_dir, tmp_path):
+    _key_under_the_legacy_entry(real_keyring, key_dir)
+    other_dir = tmp_path / "other-keys"
+    ClientKey.load_or_create(SecretStore(), other_dir)
+    real_keyring.backend.delete_password(home_service(), PASSPHRASE_SECRET)
+    real_keyring.backend.set_password(LEGACY_SERVICE, PASSPHRASE_SECRET, "another key's passphrase")
+
+    with pytest.raises(ClientKeyError, match="no longer in the keyring"):
+        ClientKey.load_or_create(SecretStore(), key_dir)
+    assert real_keyring.backend.get_password(home_service(), PASSPHRASE_SECRET) is None

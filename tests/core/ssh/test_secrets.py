@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -12,8 +13,10 @@ from keyring.backends import chainer, fail, null
 from sparksync.core.ssh.secrets import (
     BACKEND_ENV,
     KeyringUnavailableError,
+    LEGACY_SERVICE,
     SecretStore,
     backend_name,
+    home_service,
 )
 from tests.core.keyring_fixtures import (
     MemoryKeyring,
@@ -65,10 +68,45 @@ def test_set_get_delete_round_trip():
     assert store.delete("token/spark-0001") is False
 
 
-def test_secrets_are_kept_under_our_service_name():
+def test_secrets_are_kept_under_this_homes_service_name():
     backend = MemoryKeyring()
     SecretStore(backend=backend).set("k", SECRET)
-    assert backend.entries == {("sparksync", "k"): SECRET}
+    assert backend.entries == {(home_service(), "k"): SECRET}
+    assert re.fullmatch(r"sparksync:[0-9a-f]{16}", home_service())
+    assert SecretStore(service="other", backend=backend).get("k") is None
+
+
+def test_each_home_has_its_own_service(tmp_path, monkeypatch):
+    backend = MemoryKeyring()
+    services = []
+    for home in ("a", "b"):
+        monkeypatch.setenv("SPARKSYNC_HOME", str(tmp_path / home))
+        SecretStore(backend=backend).set("k", home)
+        services.append(home_service())
+    assert services[0] != services[1]
+    assert backend.entries == {(services[0], "k"): "a", (services[1], "k"): "b"}
+    # The same directory named another way is the same home.
+    monkeypatch.setenv("SPARKSYNC_HOME", str(tmp_path / "a" / ".." / "a"))
+    assert home_service() == services[0]
+
+
+def test_an_entry_of_the_shared_legacy_service_is_copied_into_the_home_when_read():
+    backend = MemoryKeyring()
+    backend.entries[(LEGACY_SERVICE, "node/abc/agent-token")] = SECRET
+    store = SecretStore(backend=backend)
+    assert store.get("node/abc/agent-token") == SECRET
+    assert backend.entries[(home_service(), "node/abc/agent-token")] == SECRET
+    # The legacy entry stays: another home may still read it.
+    assert backend.entries[(LEGACY_SERVICE, "node/abc/agent-token")] == SECRET
+    assert store.get("k", migrate=False) is None
+    # delete removes it everywhere this home could find it.
+    assert store.delete("node/abc/agent-token") is True
+    assert backend.entries == {}
+
+
+def test_an_explicit_service_has_no_legacy():
+    backend = MemoryKeyring()
+    backend.entries[(LEGACY_SERVICE, "k")] = SECRET
     assert SecretStore(service="other", backend=backend).get("k") is None
 
 
@@ -78,7 +116,7 @@ def test_the_store_follows_keyrings_global_choice_at_each_call():
         store.set("k", SECRET)
     with global_keyring(MemoryKeyring()):
         assert store.get("k") is None
-    assert first.entries[("sparksync", "k")] == SECRET
+    assert first.entries[(home_service(), "k")] == SECRET
 
 
 def test_a_working_backend_reports_usable():
@@ -140,7 +178,7 @@ def test_a_plaintext_backend_the_user_chose_is_used(monkeypatch):
     monkeypatch.setenv(BACKEND_ENV, f"{__name__}.PlaintextKeyring")
     backend = PlaintextKeyring()
     SecretStore(backend=backend).set("k", SECRET)
-    assert backend.entries == {("sparksync", "k"): SECRET}
+    assert backend.entries == {(home_service(), "k"): SECRET}
 
 
 def test_a_plaintext_backend_chosen_in_keyrings_config_file_is_used(tmp_path):
@@ -202,12 +240,12 @@ def test_round_trip_through_a_real_secret_service(real_keyring):
     store.set("token/spark-0001", SECRET)
     assert store.get("token/spark-0001") == SECRET
     # Another process reads it back: it lives in the Secret Service, not in our memory.
-    read = keyring_cli(real_keyring, "get", "sparksync", "token/spark-0001")
+    read = keyring_cli(real_keyring, "get", home_service(), "token/spark-0001")
     assert read.returncode == 0 and read.stdout.strip() == SECRET
 
     assert store.delete("token/spark-0001") is True
     assert store.get("token/spark-0001") is None
-    assert keyring_cli(real_keyring, "get", "sparksync", "token/spark-0001").stdout.strip() == ""
+    assert keyring_cli(real_keyring, "get", home_service(), "token/spark-0001").stdout.strip() == ""
 
 
 def test_a_locked_secret_service_is_refused(real_keyring):

@@ -10,15 +10,17 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
 import pytest
+from cryptography.hazmat.primitives import serialization
 
 from sparksync.core.ssh.client_key import PASSPHRASE_SECRET, ClientKey
 from sparksync.core.nodes.registry import PairedNode, PinnedHostKey
-from sparksync.core.ssh.secrets import SecretStore
+from sparksync.core.ssh.secrets import SecretStore, home_service
 from sparksync.core.ssh.config_export import (
     SshConfigError,
     export_ssh_config,
@@ -189,12 +191,12 @@ def loopback_sshd(tmp_path: Path) -> Iterator[LoopbackSshd]:
         process.wait(timeout=10)
 
 
-def _run_ssh(config: Path, alias: str, tmp_path: Path, extra_env: dict[str, str]):
+def _run_ssh(config: Path, alias: str, tmp_path: Path, extra_env: dict[str, str], options: list[str] = ()):
     env = {k: v for k, v in os.environ.items() if k not in ("SSH_AUTH_SOCK", "PYTHON_KEYRING_BACKEND")}
-    env.update(extra_env)
+    env.update(extra_env)  # may name a test's own ssh-agent
     env["HOME"] = str(tmp_path)  # never the real ~/.ssh
     return subprocess.run(
-        ["ssh", "-F", str(config), alias, "echo", "hello from $(hostname)"],
+        ["ssh", "-F", str(config), *options, alias, "echo", "hello from $(hostname)"],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=env,
     )
 
@@ -210,9 +212,9 @@ def test_terminal_ssh_logs_in_with_our_key_and_the_keyrings_passphrase(
     loopback_sshd.authorized_keys.write_text(key.public_line() + "\n")
     node = _node_at(loopback_sshd, loopback_sshd.host_key)
     exported = export_ssh_config([node], key.private_key_path, odd_dir)
-    # The documented route: ssh asks for the passphrase, keyring's command answers.
+    # ssh asks for the passphrase, keyring's command answers from this home's service.
     askpass = tmp_path / "askpass"
-    askpass.write_text(f"#!/bin/sh\nexec {sys.executable} -m keyring get sparksync {PASSPHRASE_SECRET}\n")
+    askpass.write_text(f"#!/bin/sh\nexec {sys.executable} -m keyring get {home_service()} {PASSPHRASE_SECRET}\n")
     askpass.chmod(0o700)
 
     done = _run_ssh(exported.config_path, "spark-0001", tmp_path,
@@ -233,3 +235,72 @@ def test_terminal_ssh_refuses_a_host_key_other_than_the_pinned_one(tmp_path, loo
     assert done.returncode == 255
     assert "Host key verification failed" in done.stderr
     assert "hello" not in done.stdout
+
+
+@contextmanager
+def _ssh_agent(tmp_path: Path) -> Iterator[str]:
+    socket_path = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while not socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        yield str(socket_path)
+    finally:
+        agent.terminate()
+        agent.wait(timeout=10)
+
+
+def test_ssh_add_lets_batch_mode_ssh_log_in_without_a_passphrase_file(
+    tmp_path, odd_dir, real_keyring, loopback_sshd
+):
+    key = ClientKey.load_or_create(SecretStore())  # where `sparksync node ssh-add` finds it
+    loopback_sshd.authorized_keys.write_text(key.public_line() + "\n")
+    exported = export_ssh_config([_node_at(loopback_sshd, loopback_sshd.host_key)], key.private_key_path, odd_dir)
+    batch = {**real_keyring.env, "SSH_ASKPASS_REQUIRE": "never"}
+    config = ["-o", "BatchMode=yes"]
+
+    with _ssh_agent(tmp_path) as socket_path:
+        # Before: BatchMode cannot use the encrypted key.
+        before = _run_ssh(exported.config_path, "spark-0001", tmp_path, {**batch, "SSH_AUTH_SOCK": socket_path},
+                          options=config)  # fmt: skip
+        assert before.returncode == 255 and "hello" not in before.stdout
+
+        env = {**os.environ, **real_keyring.env, "SSH_AUTH_SOCK": socket_path}
+        env.pop("PYTHON_KEYRING_BACKEND", None)
+        added = subprocess.run(
+            [sys.executable, "-m", "sparksync", "node", "ssh-add", "--lifetime", "600"],
+            env=env, capture_output=True, text=True, timeout=60,
+        )
+        assert added.returncode == 0, added.stderr
+        assert key.fingerprint() in added.stdout and "600 s" in added.stdout
+        listed = subprocess.run(["ssh-add", "-l"], env=env, capture_output=True, text=True, timeout=30)
+        assert key.fingerprint() in listed.stdout
+
+        after = _run_ssh(exported.config_path, "spark-0001", tmp_path, {**batch, "SSH_AUTH_SOCK": socket_path},
+                         options=config)  # fmt: skip
+        assert after.returncode == 0, after.stderr
+        assert after.stdout.startswith("hello from")
+
+    # Neither the passphrase nor a decrypted copy of our key was left in a file.
+    passphrase = SecretStore().get(PASSPHRASE_SECRET).encode()
+    home = Path(os.environ["SPARKSYNC_HOME"])
+    for path in [*tmp_path.rglob("*"), *home.rglob("*")]:
+        if not path.is_file() or path.stat().st_size > 1_000_000:
+            continue
+        data = path.read_bytes()
+        assert passphrase not in data, path
+        if b"BEGIN OPENSSH PRIVATE KEY" in data and path != key.private_key_path:
+            other = serialization.load_ssh_private_key(data, None)
+            assert other.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                   serialization.PublicFormat.OpenSSH).split()[1] != \
+                key.pkey.get_base64().encode(), path  # fmt: skip
+
+
+def test_ssh_add_without_an_agent_says_how_to_start_one(real_keyring, monkeypatch):
+    from sparksync.core.ssh.ssh_agent import SshAgentError, add_key_to_ssh_agent
+
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    with pytest.raises(SshAgentError, match="ssh-agent -s"):
+        add_key_to_ssh_agent()

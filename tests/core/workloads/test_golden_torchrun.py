@@ -38,7 +38,8 @@ def launches(count: int, **kw):
 
 def static(count: int, rank: int) -> list[str]:
     return ["torchrun", "--nnodes", str(count), "--nproc_per_node", "1", "--node_rank", str(rank),
-            "--master_addr", "192.168.100.11", "--master_port", "29500", "train.py", "--steps", "10"]  # fmt: skip
+            "--master_addr", "192.168.100.11", "--master_port", "29500",
+            "--local_addr", f"192.168.100.1{rank + 1}", "train.py", "--steps", "10"]  # fmt: skip
 
 
 def test_one_node_is_standalone():
@@ -64,8 +65,10 @@ def test_four_nodes():
 def test_c10d_rendezvous():
     assert [r.argv for r in launches(2, rendezvous="c10d")] == [
         ["torchrun", "--nnodes", "2", "--nproc_per_node", "1", "--rdzv-backend", "c10d",
-         "--rdzv-endpoint", "192.168.100.11:29500", "--rdzv-id", "train-1", "train.py", "--steps", "10"],
-    ] * 2  # fmt: skip
+         "--rdzv-endpoint", "192.168.100.11:29500", "--rdzv-id", "train-1",
+         "--local_addr", f"192.168.100.1{i}", "train.py", "--steps", "10"]
+        for i in (1, 2)
+    ]  # fmt: skip
 
 
 def test_every_rank_reads_its_own_tok_per_sec():
@@ -96,6 +99,8 @@ def test_nanochat_runs_base_train_as_a_module_from_the_checkout():
         "192.168.100.11",
         "--master_port",
         "29500",
+        "--local_addr",
+        "192.168.100.11",
         "-m",
         "scripts.base_train",
     ]

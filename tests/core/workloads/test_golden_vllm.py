@@ -27,16 +27,27 @@ def recipe(tensor: int, pipeline: int = 1, container: bool = False) -> Recipe:
     return Recipe.model_validate(fields)
 
 
+TOKEN = "<the group's ray token>"  # made at random per launch; replaced here to compare whole launches
+
+
 def launches(count: int, **kw):
-    return build_group("vllm-1", recipe(**{"tensor": count, **kw}), nodes(count), sparks(count)).ranks
+    ranks = build_group("vllm-1", recipe(**{"tensor": count, **kw}), nodes(count), sparks(count)).ranks
+    tokens = {r.env["RAY_AUTH_TOKEN"] for r in ranks if "RAY_AUTH_TOKEN" in r.env}
+    assert len(tokens) <= 1  # one token for the whole group, on every rank
+    for r in ranks:
+        if "RAY_AUTH_TOKEN" in r.env:
+            r.env["RAY_AUTH_TOKEN"] = TOKEN
+    return ranks
 
 
 def ray_env(i: int) -> dict[str, str]:
-    return {**FABRIC_ENV, "VLLM_HOST_IP": f"192.168.100.1{i}", "RAY_memory_monitor_refresh_ms": "0"}
+    return {**FABRIC_ENV, "VLLM_HOST_IP": f"192.168.100.1{i}", "RAY_memory_monitor_refresh_ms": "0",
+            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN}  # fmt: skip
 
 
 SERVE_ENV = {**ray_env(1), "RAY_ADDRESS": "192.168.100.11:6379"}
-RAY_HEAD = ["ray", "start", "--block", "--head", "--port", "6379", "--node-ip-address", "192.168.100.11"]
+RAY_HEAD = ["ray", "start", "--block", "--head", "--port", "6379", "--dashboard-host", "127.0.0.1",
+            "--node-ip-address", "192.168.100.11"]  # fmt: skip
 
 
 def ray_worker(i: int) -> list[str]:
@@ -106,7 +117,8 @@ def test_ray_nodes_are_ready_when_ray_says_so_and_serve_when_health_answers():
 
 
 RAY_KEYS = ["GLOO_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "OMPI_MCA_btl_tcp_if_include",
-            "RAY_memory_monitor_refresh_ms", "TP_SOCKET_IFNAME", "UCX_NET_DEVICES", "VLLM_HOST_IP"]  # fmt: skip
+            "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_memory_monitor_refresh_ms", "TP_SOCKET_IFNAME",
+            "UCX_NET_DEVICES", "VLLM_HOST_IP"]  # fmt: skip
 
 
 def docker(name: str, keys: list[str]) -> list[str]:
@@ -132,3 +144,30 @@ def test_container_wraps_every_process_in_docker_run_with_the_variables_passed_b
 def test_single_node_container():
     (only,) = launches(1, container=True)
     assert only.argv == [*docker("sparksync-vllm-1-vllm-serve", []), *serve("1")]
+
+
+def test_ray_runs_with_a_token_of_its_own_per_launch_in_the_environment_only():
+    def raw(count: int, **kw):
+        return build_group("vllm-1", recipe(**{"tensor": count, **kw}), nodes(count), sparks(count)).ranks
+
+    first, second = raw(2), raw(2)
+    token = first[0].env["RAY_AUTH_TOKEN"]
+    assert len(token) >= 40 and all(r.env["RAY_AUTH_TOKEN"] == token for r in first)
+    assert all(r.env["RAY_AUTH_MODE"] == "token" for r in first)
+    assert second[0].env["RAY_AUTH_TOKEN"] != token  # a new launch, a new token
+    for ranks in (first, raw(2, container=True), raw(4)):
+        for launch in ranks:
+            token = launch.env["RAY_AUTH_TOKEN"]
+            assert not any(token in part for part in [*launch.argv, *launch.stop_argv]), launch.role
+    # A printed command hides it too.
+    from sparksync.core.workloads.launches import HIDDEN, shell_command
+
+    assert token not in shell_command(first[0]) and f"RAY_AUTH_TOKEN={HIDDEN}" in shell_command(first[0])
+
+
+def test_the_dashboard_stays_on_loopback_and_ray_binds_the_fabric_address():
+    head, worker, _serve = launches(2)
+    assert head.argv[head.argv.index("--dashboard-host") + 1] == "127.0.0.1"
+    assert head.argv[head.argv.index("--node-ip-address") + 1] == "192.168.100.11"
+    assert worker.argv[worker.argv.index("--node-ip-address") + 1] == "192.168.100.12"
+    assert "0.0.0.0" not in " ".join(head.argv + worker.argv)

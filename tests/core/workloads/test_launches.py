@@ -44,7 +44,11 @@ def test_the_seeds_layout_becomes_one_launch_list_per_replica():
         **FABRIC_ENV,
         "VLLM_HOST_IP": "192.168.100.13",
         "RAY_memory_monitor_refresh_ms": "0",
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": qwen2.ranks[1].env["RAY_AUTH_TOKEN"],
     }
+    # Each replica is a Ray cluster of its own, with a token of its own.
+    assert groups[0].ranks[0].env["RAY_AUTH_TOKEN"] != qwen2.ranks[0].env["RAY_AUTH_TOKEN"]
     # The small model's replicas are single-node llama-servers that need no fabric.
     for group in groups[3:]:
         (only,) = group.ranks

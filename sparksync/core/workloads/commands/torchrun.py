@@ -14,6 +14,14 @@ Documentation these commands follow (docs.pytorch.org/docs/stable/elastic/run.ht
   ``torchrun ... -m scripts.base_train`` from its checkout (karpathy/nanochat
   README, speedrun.sh).
 
+Where the rendezvous listens: ``--local_addr <fabric IP>`` makes every node
+name itself by its fabric address, so the ranks meet over the fabric, and
+``--master_addr`` / ``--rdzv-endpoint`` is the head's fabric address. The
+rendezvous store itself (torch's TCPStore on the head, port
+``ports.rendezvous``) has no authentication and torch offers no way to bind
+it to one address: it listens on every interface of the head while the job
+starts. Keep that port closed to anything but the fabric (docs/recipes.md).
+
 Tokens/s come from the log lines; nanochat prints
 ``step 00009/00010 (90.00%) | loss: ... | tok/sec: 4,649 | ...``.
 """
@@ -68,14 +76,15 @@ def _rendezvous(ctx: GroupContext, node: str) -> list[str]:
     if ctx.size == 1:
         return ["--standalone", *procs]
     endpoint, port = ctx.head_ip, str(ctx.recipe.ports.rendezvous)
+    local = ["--local_addr", ctx.ips[node]]  # this node's fabric address, as the others reach it
     if ctx.recipe.training.rendezvous == "c10d":
         return [
             "--nnodes", str(ctx.size), *procs, "--rdzv-backend", "c10d",
-            "--rdzv-endpoint", address(endpoint, int(port)), "--rdzv-id", ctx.group,
+            "--rdzv-endpoint", address(endpoint, int(port)), "--rdzv-id", ctx.group, *local,
         ]  # fmt: skip
     return [
         "--nnodes", str(ctx.size), *procs, "--node_rank", str(ctx.rank_of(node)),
-        "--master_addr", endpoint, "--master_port", port,
+        "--master_addr", endpoint, "--master_port", port, *local,
     ]  # fmt: skip
 
 

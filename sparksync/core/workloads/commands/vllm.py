@@ -28,10 +28,23 @@ Documentation these commands follow:
 - containers: ``docker run --network host --ipc host --gpus all`` as in the
   playbook; ``-e NAME`` without a value passes NAME's value from docker's own
   environment (docs.docker.com/reference/cli/docker/container/run/#env).
+- Ray's authentication is off by default, and a Ray cluster open to its
+  network runs whatever job anyone submits. Every Ray process here runs
+  with token authentication (``RAY_AUTH_MODE=token``, Ray 2.52 and later:
+  docs.ray.io/en/latest/ray-security/token-auth.html), with a token made
+  for this group at launch and given to every rank (each Ray node and the
+  ``vllm serve`` driver) in ``RAY_AUTH_TOKEN``: in the environment only,
+  never on a command line (a container gets it by name, ``-e
+  RAY_AUTH_TOKEN``). The dashboard listens on loopback
+  (``--dashboard-host 127.0.0.1``; reach it through SparkSync's tunnel), and
+  ``--node-ip-address <fabric IP>`` binds Ray's cluster ports (GCS, raylet,
+  object manager) to the fabric address rather than every interface (Ray
+  binds to the node IP since 2.53).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 
 from sparksync.core.workloads.commands.common import (
@@ -54,26 +67,39 @@ TOKENS = TokensSpec(
 RAY_READY = ReadinessProbe(kind="log", pattern=RAY_STARTED)
 
 
-def build(ctx: GroupContext) -> list[RankLaunch]:
-    """One node: vllm serve. More: Ray head (stage 0), Ray workers (1), then vllm serve (2)."""
+RAY_DASHBOARD_HOST = "127.0.0.1"
+
+
+def build(ctx: GroupContext, ray_token: str | None = None) -> list[RankLaunch]:
+    """One node: vllm serve. More: Ray head (stage 0), Ray workers (1), then vllm serve (2).
+
+    ``ray_token``: the group's Ray token (default: a new random one, made now).
+    """
     if ctx.size == 1:
         return [serve(ctx, stage=0)]
-    workers = [ray_node(ctx, node, stage=1) for node in ctx.nodes[1:]]
-    return [ray_node(ctx, ctx.head, stage=0), *workers, serve(ctx, stage=2)]
+    token = ray_token or secrets.token_urlsafe(32)
+    workers = [ray_node(ctx, node, stage=1, token=token) for node in ctx.nodes[1:]]
+    return [ray_node(ctx, ctx.head, stage=0, token=token), *workers, serve(ctx, stage=2, token=token)]
 
 
-def ray_node(ctx: GroupContext, node: str, stage: int) -> RankLaunch:
+def ray_auth_env(token: str) -> dict[str, str]:
+    """What every process of one Ray cluster needs to join it with token authentication."""
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+
+
+def ray_node(ctx: GroupContext, node: str, stage: int, token: str) -> RankLaunch:
     ray_port, ip = ctx.recipe.ports.ray, ctx.ips[node]
     if node == ctx.head:
-        role, join, ports = "ray-head", ["--head", "--port", str(ray_port)], [ray_port]
+        role, ports = "ray-head", [ray_port]
+        join = ["--head", "--port", str(ray_port), "--dashboard-host", RAY_DASHBOARD_HOST]
     else:
         role, join, ports = "ray-worker", ["--address", address(ctx.head_ip, ray_port)], []
     argv = ["ray", "start", "--block", *join, "--node-ip-address", ip]
-    env = ctx.env(node, {"VLLM_HOST_IP": ip, "RAY_memory_monitor_refresh_ms": "0"})
+    env = ctx.env(node, {"VLLM_HOST_IP": ip, "RAY_memory_monitor_refresh_ms": "0", **ray_auth_env(token)})
     return _launch(ctx, node, role, argv, RAY_READY, stage=stage, ports=ports, env=env)
 
 
-def serve(ctx: GroupContext, stage: int) -> RankLaunch:
+def serve(ctx: GroupContext, stage: int, token: str | None = None) -> RankLaunch:
     recipe, par = ctx.recipe, ctx.recipe.parallelism
     argv = [
         "vllm", "serve", require_model(recipe), *optional("--served-model-name", recipe.served_name),
@@ -82,7 +108,10 @@ def serve(ctx: GroupContext, stage: int) -> RankLaunch:
         *(optional("--pipeline-parallel-size", par.pipeline) if par.pipeline > 1 else []),
         *(["--distributed-executor-backend", "ray"] if ctx.size > 1 else []), *recipe.extra_args,
     ]  # fmt: skip
-    env = ctx.env(ctx.head, _driver_env(ctx)) if ctx.size > 1 else ctx.env(ctx.head)
+    if ctx.size > 1:
+        env = ctx.env(ctx.head, {**_driver_env(ctx), **ray_auth_env(token or secrets.token_urlsafe(32))})
+    else:
+        env = ctx.env(ctx.head)
     return _launch(
         ctx, ctx.head, "vllm-serve", argv, serving_readiness(ctx), stage=stage,
         ports=[recipe.ports.http], env=env, tokens=serving_tokens(ctx, TOKENS),
