@@ -18,9 +18,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -52,6 +52,63 @@ END = End()
 class Head:
     status: int
     headers: list[tuple[str, str]]
+
+
+class ClientSink(Protocol):
+    """Where a live stream's pieces can go without a task woken per piece (``respond.ClientWire``)."""
+
+    def write(self, piece: bytes) -> bool:
+        """Send ``piece`` to the client now; False when the client can take no more for now."""
+        ...
+
+    async def writable(self) -> None:
+        """Wait until the client can take more; raises OSError when it has gone."""
+        ...
+
+
+class LiveRest:
+    """The rest of a live stream, after its first bytes: the client side plays it (``play``).
+
+    Straight from the replica's connection to the client's where the client
+    side can take pieces that way (a ``ClientSink``), else piece by piece
+    through ``send``. Either way every piece is watched on its way (TTFT,
+    tokens) and goes as the replica sent it. The answer's last piece, which
+    came with its end, is kept in ``last`` for the client's final write; a
+    replica that broke off leaves its error in ``error``.
+    """
+
+    def __init__(self, att: Attempt, stats: StreamStats):
+        self.att = att
+        self.stats = stats
+        self.last = b""
+        self.error: WireError | None = None
+
+    async def play(self, sink: ClientSink | None, send: Callable[[bytes], Awaitable[None]]) -> None:
+        try:
+            if sink is None:
+                await self._piece_by_piece(send)
+                return
+            feed, write = self.stats.feed, sink.write
+
+            def forward(piece: bytes) -> bool:
+                feed(piece)
+                return write(piece)
+
+            while (last := await self.att.response.splice(forward)) is None:
+                await sink.writable()
+            self.stats.feed(last)
+            self.last = last
+        except WireError as exc:
+            self.error = exc
+
+    async def _piece_by_piece(self, send: Callable[[bytes], Awaitable[None]]) -> None:
+        att, feed = self.att, self.stats.feed
+        async for chunk in att.rest():
+            feed(chunk)
+            if att.finished():  # the replica's end came with this piece: it goes with the end
+                self.last = chunk
+                return
+            await send(chunk)
 
 
 @dataclass
@@ -86,6 +143,10 @@ class Unanswered(Exception):
         self.pool, self.replica, self.failure = pool, replica, failure
 
 
+# What a relay yields: the head, bytes, maybe the rest of a live stream to play, and the end.
+Item = Head | bytes | LiveRest | End
+
+
 class Relay:
     def __init__(
         self,
@@ -102,13 +163,13 @@ class Relay:
         self.metrics = metrics
         self._keys = {name: _pool_key(p.api_key_env) for name, p in config.pools.items()}
 
-    def produce(self, job: Job) -> AsyncGenerator[Head | bytes | End, None]:
+    def produce(self, job: Job) -> AsyncGenerator[Item, None]:
         """The answer's head and bytes; ``_live`` is returned as is (no wrapper per token)."""
         if job.decision.escalate_to and isinstance(self.policy, CascadePolicy):
             return self._cascade(job)
         return self._live(job, job.decision.pool, job.via)
 
-    async def _cascade(self, job: Job) -> AsyncGenerator[Head | bytes | End, None]:
+    async def _cascade(self, job: Job) -> AsyncGenerator[Item, None]:
         held = await self._held_answer(job, job.decision.pool)
         if held is None:
             assert job.decision.escalate_to is not None
@@ -118,7 +179,7 @@ class Relay:
 
     # -- live relay --------------------------------------------------------------------------
 
-    async def _live(self, job: Job, pool_name: str, via: str) -> AsyncGenerator[Head | bytes | End, None]:
+    async def _live(self, job: Job, pool_name: str, via: str) -> AsyncGenerator[Item, None]:
         try:
             att = await self._open(job, pool_name, via)
         except PoolDown as down:
@@ -137,24 +198,22 @@ class Relay:
         stats = StreamStats(job.started)
         ok = att.status == 200
         via = via if att.pool.name == pool_name else "fallback"
-        ended = False
         try:
             yield Head(att.status, self._headers(att, job, via))
             stats.feed(att.first)
-            ended = att.finished()
-            yield End(att.first) if ended else att.first
-            async for chunk in att.rest():
-                stats.feed(chunk)
-                # The replica's end came with this piece: the client gets both in one write.
-                ended = att.finished()
-                yield End(chunk) if ended else chunk
-            if not ended:
-                yield END
-        except WireError as exc:
+            if att.finished():
+                yield End(att.first)
+                return
+            yield att.first
+            rest = LiveRest(att, stats)
+            yield rest
+            if rest.error is None:
+                yield End(rest.last)
+                return
             ok = False
-            self._broken(att, exc)
+            self._broken(att, rest.error)
             yield sse_error_event(
-                f"the replica of pool {att.pool.name!r} failed mid-answer ({exc!s}); "
+                f"the replica of pool {att.pool.name!r} failed mid-answer ({rest.error!s}); "
                 "the answer is incomplete: send the request again"
             )
         finally:

@@ -18,13 +18,13 @@ from contextlib import AbstractAsyncContextManager
 import anyio
 
 from sparksync.switchyard.http_errors import error_body, sse_error_event
-from sparksync.switchyard.relay import End, Head
+from sparksync.switchyard.relay import End, Head, Item, LiveRest
 
 log = logging.getLogger(__name__)
 
 
 class RelayResponse:
-    def __init__(self, items: AsyncGenerator[Head | bytes | End, None], timeout_s: float, request_id: str):
+    def __init__(self, items: AsyncGenerator[Item, None], timeout_s: float, request_id: str):
         self._items = items
         self._timeout_s = timeout_s
         self._request_id = request_id
@@ -66,6 +66,8 @@ class RelayResponse:
                 async for item in self._items:
                     if isinstance(item, End):
                         await self._end(send, item.body)
+                    elif isinstance(item, LiveRest):
+                        await item.play(ClientWire.beneath(send), lambda piece: self._send(send, piece))
                     else:
                         await self._send(send, item)
                 if not self._complete:
@@ -111,6 +113,55 @@ class RelayResponse:
             body = sse_error_event(message, code="timeout")
         await send({"type": "http.response.body", "body": body, "more_body": False})
         self._complete = True
+
+
+class ClientWire:
+    """The client's connection beneath uvicorn's ASGI ``send``, for a streamed body's pieces.
+
+    Each ASGI ``send`` of a piece is a coroutine, a message dict and a pass
+    through the server's checks, and it needs a task awake to call it: per
+    token, that is where a Python proxy's CPU goes. Once uvicorn (its
+    httptools protocol, the one the gateway runs on) has sent the head of a
+    chunked answer, a piece is one chunk on the client's transport, framed
+    as uvicorn frames it, so the replica's connection can write it there from
+    its own callback (``LiveRest.play``). The head and the end still go
+    through ``send``, so the server's own state stays right. Anything else
+    (another server, another protocol, an answer with a length) gets None
+    and the pieces go through ``send``.
+    """
+
+    def __init__(self, cycle) -> None:
+        self._cycle = cycle
+        self._transport = cycle.transport
+        self._flow = cycle.flow
+
+    @classmethod
+    def beneath(cls, send) -> ClientWire | None:
+        cycle = getattr(send, "__self__", None)
+        if type(cycle).__name__ != "RequestResponseCycle" or type(cycle).__module__ != _HTTPTOOLS_CYCLE:
+            return None
+        if not (cycle.response_started and cycle.chunked_encoding is True and not cycle.response_complete):
+            return None
+        if cycle.scope.get("method") == "HEAD" or cycle.disconnected:
+            return None
+        return cls(cycle)
+
+    def write(self, piece: bytes) -> bool:
+        if self._cycle.disconnected:
+            return False
+        if piece:
+            self._transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+        return not self._flow.write_paused
+
+    async def writable(self) -> None:
+        if self._cycle.disconnected:
+            raise ConnectionResetError("the client disconnected")
+        await self._flow.drain()
+        if self._cycle.disconnected:
+            raise ConnectionResetError("the client disconnected")
+
+
+_HTTPTOOLS_CYCLE = "uvicorn.protocols.http.httptools_impl"
 
 
 def _deadline(seconds: float) -> AbstractAsyncContextManager[object]:

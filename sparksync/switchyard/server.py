@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from typing import Literal
 
 import uvicorn
 
@@ -24,7 +25,13 @@ START_TIMEOUT_S = 30.0
 class GatewayThread:
     """``with GatewayThread(config) as gw: httpx.get(gw.url + "/v1/models")``"""
 
-    def __init__(self, config: SwitchyardConfig, source: PoolSource | None = None, port: int | None = None):
+    def __init__(
+        self,
+        config: SwitchyardConfig,
+        source: PoolSource | None = None,
+        port: int | None = None,
+        http: Literal["auto", "httptools", "h11"] = "auto",
+    ):
         self.gateway = Gateway(config, source, config.check_bind())
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -32,7 +39,12 @@ class GatewayThread:
         self.port = self._sock.getsockname()[1]
         self.url = f"http://{config.listen.host}:{self.port}"
         uv_config = uvicorn.Config(
-            build_app(self.gateway), log_level="warning", access_log=False, lifespan="on", proxy_headers=False
+            build_app(self.gateway),
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            proxy_headers=False,
+            http=http,  # (uvicorn's HTTP protocol: "auto" is httptools where installed, as serve runs)
         )
         self._server = uvicorn.Server(uv_config)
         self._thread = threading.Thread(

@@ -142,9 +142,10 @@ async def _hold_first(pool: Pool, replica: Replica, response: WireResponse, stre
             if status >= 500:
                 raise AttemptFailed("upstream_5xx", f"{replica.url} answered HTTP {status}", status, body)
             return Attempt(pool, replica, response, body, complete=True)
-        chunks = response.chunks()
-        first = await anext(chunks, b"")
-        return Attempt(pool, replica, response, first, complete=not first, chunks=chunks)
+        # Not through the chunks() generator: a spliced answer never iterates it, and a generator
+        # left started would cost a finalizer task at each answer's end.
+        first = await response.next_piece()
+        return Attempt(pool, replica, response, first, complete=not first, chunks=response.chunks())
     except WireError as exc:
         raise AttemptFailed(_kind(exc, stream), f"{replica.url}: {exc}") from exc
 

@@ -18,7 +18,7 @@ import asyncio
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 from sparksync.switchyard.wire_connection import (
@@ -27,6 +27,7 @@ from sparksync.switchyard.wire_connection import (
     WireConnectTimeout,
     WireError,
     WireTimeout,
+    _drain,
 )
 
 # How long a replica that closed a connection after a streamed answer is taken to do so with
@@ -64,6 +65,50 @@ class WireResponse:
             if conn.complete:
                 return
             await conn.wait()
+
+    async def next_piece(self) -> bytes:
+        """The body's next piece as it comes (what has arrived, joined), or b"" at its end."""
+        conn = self._conn
+        body = conn.body
+        while not body:
+            if conn.complete:
+                return b""
+            await conn.wait()
+        piece = body.popleft() if len(body) == 1 else _drain(body)
+        conn.buffered -= len(piece)
+        return piece
+
+    async def splice(self, sink: Callable[[bytes], bool]) -> bytes | None:
+        """Hand the body's pieces to ``sink`` as they arrive, from the connection's own callback.
+
+        The reader of ``chunks`` wakes once per piece, through a future, a
+        task step and every generator between the replica and the client:
+        most of a proxy's CPU per token. Here a piece goes from the replica's
+        socket to ``sink`` within the read itself, and this waits only for the
+        answer's end. Returns the answer's last piece (the one its end came
+        with, not given to ``sink``: it goes to the client with the end, in
+        one write) once the answer is complete, or None as soon as ``sink``
+        returns False (it can take no more for now; call again to go on).
+        Raises as ``chunks`` does when the answer breaks off.
+        """
+        conn = self._conn
+        body = conn.body
+        conn.sink = sink
+        try:
+            while not conn.complete:
+                if body:  # pieces that came before (or as the connection closed)
+                    piece = _drain(body)
+                    conn.buffered -= len(piece)
+                    if not sink(piece):
+                        return None
+                if conn.sink is None:  # it said stop, from the callback
+                    return None
+                await conn.wait()
+        finally:
+            conn.sink = None
+        piece = _drain(body)
+        conn.buffered -= len(piece)
+        return piece
 
     @property
     def finished(self) -> bool:
@@ -220,7 +265,7 @@ class WireClient:
         scheme, host, port = key
         loop = asyncio.get_running_loop()
         opening = loop.create_connection(
-            lambda: Connection(key), host, port, ssl=self._ssl if scheme == "https" else None
+            lambda: Connection(key, loop), host, port, ssl=self._ssl if scheme == "https" else None
         )
         try:
             _, conn = await _within(opening, self.connect_timeout)
@@ -266,12 +311,6 @@ async def _within(opening, timeout: float):
         async with asyncio.timeout(timeout):
             return await opening
     return await asyncio.wait_for(opening, timeout)
-
-
-def _drain(body: deque[bytes]) -> bytes:
-    piece = b"".join(body)
-    body.clear()
-    return piece
 
 
 def _request(host: str, port: int, target: str, body: bytes, headers: dict[str, str]) -> bytes:

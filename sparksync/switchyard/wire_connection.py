@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 
 import httptools
 
@@ -38,8 +39,10 @@ class Connection(asyncio.Protocol):
     """One connection to a replica. The parser calls the ``on_*`` methods, which keep the answer
     in flight: its head, the body pieces not yet read, and whether it is complete."""
 
-    def __init__(self, key: tuple[str, str, int]):
+    def __init__(self, key: tuple[str, str, int], loop: asyncio.AbstractEventLoop | None = None):
         self.key = key
+        # Kept, not asked for each time: on Python 3.11 asyncio.get_running_loop() is a getpid() system call.
+        self._loop = loop or asyncio.get_running_loop()
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.error: Exception | None = None  # why asyncio lost the connection
@@ -47,6 +50,9 @@ class Connection(asyncio.Protocol):
         self.timed_out = False
         self.leftover = False  # bytes came after an answer: never reuse this connection
         self.spare = False  # opened ahead of need, not yet used
+        # While set, body pieces go to it from data_received itself, and no reader is woken per
+        # piece (see WireResponse.splice); it returns False to stop taking them.
+        self.sink: Callable[[bytes], bool] | None = None
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future | None = None
         self._watchdog: asyncio.TimerHandle | None = None
@@ -97,6 +103,19 @@ class Connection(asyncio.Protocol):
             self.head_bytes += len(data)
             if self.head_bytes > MAX_HEAD:
                 self._reject(f"a head over {MAX_HEAD // 1024} KiB")
+        sink = self.sink
+        if sink is not None and not self.complete and not self.closed:
+            # Spliced: the pieces go on at once, and the reader sleeps until the answer ends (the
+            # last piece is left for it: it goes to the client with the end, in one write).
+            body = self.body
+            if body:
+                piece = body.popleft() if len(body) == 1 else _drain(body)
+                self.buffered -= len(piece)
+                if sink(piece):
+                    return
+                self.sink = None
+            else:
+                return
         if self.buffered > HIGH_WATER and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
@@ -170,7 +189,7 @@ class Connection(asyncio.Protocol):
             self._paused = False
             self.transport.resume_reading()
         if not self.closed and self.failure is None:
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = self._loop.create_future()
             try:
                 await self._waiter
             finally:
@@ -204,7 +223,7 @@ class Connection(asyncio.Protocol):
 
     def _arm(self, timeout: float) -> None:
         # One timer per answer, not per chunk: it wakes a few times per timeout period.
-        loop = asyncio.get_running_loop()
+        loop = self._loop
 
         def check() -> None:
             if self.whole:  # a deadline for the whole answer: activity does not push it back
@@ -249,3 +268,9 @@ class Connection(asyncio.Protocol):
             and self.transport is not None
             and not self.transport.is_closing()
         )
+
+
+def _drain(body: deque[bytes]) -> bytes:
+    piece = b"".join(body)
+    body.clear()
+    return piece

@@ -36,6 +36,7 @@ class Reply:
     token_delay_s: float = 0.0  # between stream chunks
     fail: str | None = None  # "drop" (close before any byte) or "midstream" (break after two chunks)
     completion_tokens: int = 7
+    piece_chars: int = 4  # characters of content per stream chunk
 
 
 def call(name: str, arguments: Any) -> dict[str, Any]:
@@ -129,8 +130,9 @@ class FakeReplica:
     def _deltas(self, reply: Reply):
         yield {"role": "assistant", "content": None}
         text = reply.content or ""
-        for i in range(0, len(text), 4):
-            yield {"content": text[i : i + 4]}
+        step = reply.piece_chars
+        for i in range(0, len(text), step):
+            yield {"content": text[i : i + step]}
         for i, c in enumerate(reply.tool_calls):
             half = len(c["arguments"]) // 2
             yield {
