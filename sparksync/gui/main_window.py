@@ -53,10 +53,12 @@ from sparksync_agent.protocol import Sample, Snapshot
 
 from sparksync.core.agents import LOCAL_NODE_NAME
 from sparksync.core.apps import AppSettings, Autostart, save_settings
+from sparksync.core.base import format_bytes, format_memory
 from sparksync.core.nodes import ClusterActions
 from sparksync.core.telemetry import (
     CLUSTER,
     COARSE_SPAN_S,
+    MEMORY_TOTAL,
     MEMORY_USED,
     TOKENS_TOTAL,
     ClusterSummary,
@@ -90,6 +92,7 @@ WORKLOADS_STOP_WAIT_S = 60.0  # a cancelled launch stops every rank it started (
 
 class MainWindow(QMainWindow):
     live_data_shown = Signal()  # once, when the plots first draw a node's real samples
+    cluster_event = Signal(object)  # a ClusterEvent from the core (any thread): notified
     shut_down = Signal()  # the workers (and the local agent they started) and the history have stopped
 
     def __init__(
@@ -144,6 +147,9 @@ class MainWindow(QMainWindow):
         self.notifier = Notifier(self.statusBar(), self)
         self._menus()
         self._connect()
+        self._disconnected: set[str] = set()  # nodes the user disconnected from the tray: not followed
+        events = getattr(self.actions, "events", None)  # the core's news: a degraded fabric link, ...
+        self._unsubscribe_events = events.add_listener(self.cluster_event.emit) if events is not None else None
         # node -> time of its latest sample (the tray counts the nodes that are live)
         self.last_sample_ts: dict[str, float] = {}
         self.tray = None
@@ -230,6 +236,8 @@ class MainWindow(QMainWindow):
         self.switchyard.status_message.connect(self._on_dashboard_status_message)
         self.switchyard.error_raised.connect(self._on_jobs_error_raised)
         self.workloads.workload_failed.connect(self.notifier.workload_failed)
+        self.workloads.workload_ended.connect(self.notifier.workload_ended)
+        self.cluster_event.connect(self.notifier.cluster_event)
         if self.local_model is not None:
             self.local_model.status_message.connect(self._on_dashboard_status_message)
             self.local_model.error_raised.connect(self._on_jobs_error_raised)
@@ -329,7 +337,7 @@ class MainWindow(QMainWindow):
             if name not in self._paired_names and name not in self.nodes:
                 self._remove_feed(name)
         for name in self._paired_names:
-            if name not in followed:
+            if name not in followed and name not in self._disconnected:
                 self._add_feed(name)
 
     def _add_feed(self, name: str) -> None:
@@ -367,6 +375,26 @@ class MainWindow(QMainWindow):
         if tray is not None:
             self.nodes_panel.rows.add_listener(tray.on_rows_changed)
             self.nodes_panel.paired_changed.connect(lambda nodes: tray.set_nodes([n.name for n in nodes]))
+            tray.connection_changed.connect(self._on_tray_connection_changed)
+
+    def _on_tray_connection_changed(self, name: str, connected: bool) -> None:
+        """Disconnected from the tray: no longer followed (its card stays, its link closes); connected: again."""
+        if connected:
+            self._disconnected.discard(name)
+            self._sync_feeds()
+        elif name not in self._disconnected:
+            self._disconnected.add(name)
+            self.feeds.remove(name)
+            self.last_sample_ts.pop(name, None)
+
+    def node_memory_text(self, name: str) -> tuple[str, str | None] | None:
+        """A node's memory in use and its total, as the dashboard names memory; None before a sample."""
+        used = self.model.latest(name, MEMORY_USED)
+        if used is None:
+            return None
+        total = self.model.latest(name, MEMORY_TOTAL)
+        unit = self.dashboard.memory_unit
+        return format_memory(used, unit), format_bytes(total, unit) if total is not None else None
 
     def _on_tabs_current_changed(self, _index: int) -> None:
         if self.tabs.currentWidget() is self.nodes_panel:
@@ -433,6 +461,9 @@ class MainWindow(QMainWindow):
                 self._on_part_stopped()
 
     def _stop_asking(self) -> None:
+        if self._unsubscribe_events is not None:
+            self._unsubscribe_events()
+            self._unsubscribe_events = None
         if self.tray is not None:
             self.tray.hide()
         self.nodes_panel.detach_all()  # running deploys are cancelled

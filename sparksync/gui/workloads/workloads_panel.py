@@ -66,10 +66,15 @@ class _ProgressBridge(QObject):
     installing = Signal(object)  # an engine install's InstallProgress
 
 
+LIVE = ("starting", "ready", "partly running")  # a workload seen in one of these, then in ENDED, has ended
+ENDED = ("exited", "stopped")
+
+
 class WorkloadsPanel(QWidget):
     status_message = Signal(str)
     error_raised = Signal(str)
     workload_failed = Signal(str, str)  # workload id, why (which rank, on which node, its message)
+    workload_ended = Signal(str, str)  # workload id, how ("exited", "stopped"): it ran and is over
     last_changed = Signal()  # the tray's "last workload" entry reads again
     recipes_loaded = Signal(list)  # recipe names
     fit_shown = Signal(bool)  # True: it fits (or could not be checked); False: refused
@@ -116,6 +121,7 @@ class WorkloadsPanel(QWidget):
         self._reading = False
         self._loaded = False
         self._states: dict[str, str] = {}  # workload id -> its state at the last reading
+        self._stopped_here: set[str] = set()  # workloads stopped from this panel (their end is no news)
         self._log_key: tuple[str, str] | None = None
         self._log_seq = 0
         self.rows: list[WorkloadRow] = []
@@ -390,6 +396,7 @@ class WorkloadsPanel(QWidget):
         if workload_id is None:
             return
         self.status_message.emit(f"Stopping {workload_id}…")
+        self._stopped_here.add(workload_id)  # its end is the user's doing: no notification
         self.jobs.run(f"Stopping {workload_id}", lambda: self.control.stop(workload_id),
                       lambda _r: self._on_stopped(workload_id, "stopped"))  # fmt: skip
 
@@ -500,6 +507,8 @@ class WorkloadsPanel(QWidget):
             self._states[view.workload_id] = view.state
             if view.state == "failed" and before not in (None, "failed"):
                 self.workload_failed.emit(view.workload_id, failure_reason(view))
+            elif view.state in ENDED and before in LIVE and view.workload_id not in self._stopped_here:
+                self.workload_ended.emit(view.workload_id, view.state)
 
     def _selected_id(self) -> str | None:
         key = self.table.key(self.table.currentItem())
