@@ -20,11 +20,11 @@ they do all the I/O. Samples go into the Qt-free dashboard model,
 one-second rows from it to the history file, and the last hour of that file
 comes back when the app opens.
 
-The window holds tabs: the dashboard, the Nodes panel (pair, unpair,
-rename, deploy progress), the Workloads tab, the Benchmarks tab
-(history, scaling charts, runs) and the Topology tab (fed the same samples
-as the dashboard). Below the dashboard's plots, the Switchyard section
-shows each known gateway's traffic split and tokens/s. Every cluster action
+The window holds tabs, listed in one place (``_tabs``): the dashboard, the
+Nodes panel (pair, unpair, rename, deploy progress), Workloads, Benchmarks
+(history, scaling charts, comparisons, runs), the Planner, Switchyard (each
+known gateway's traffic split and tokens/s) and Topology (fed the same
+samples as the dashboard). Every cluster action
 goes through ``ClusterActions`` (core) in a worker (``Jobs``); errors land
 in the status bar.
 
@@ -74,7 +74,7 @@ from sparksync.gui.node_card import NodeCard
 from sparksync.gui.node_feeds import NodeFeeds
 from sparksync.gui.nodes.custom_apps_dialog import CustomAppsDialog
 from sparksync.gui.nodes.nodes_panel import NodesPanel
-from sparksync.gui.placeholders import PLACEHOLDERS, PlaceholderTab
+from sparksync.gui.planner.planner_panel import PlannerPanel
 from sparksync.gui.settings.settings_dialog import SettingsDialog
 from sparksync.gui.switchyard.switchyard_view import SwitchyardView, app_watch
 from sparksync.gui.theme import apply_theme
@@ -133,7 +133,6 @@ class MainWindow(QMainWindow):
             self.dashboard.add_side_widget(card, i)
         self.nodes_panel = NodesPanel(self.actions, self.jobs, parent=self)
         self.switchyard = SwitchyardView(app_watch(self.actions), self, actions=self.actions)
-        self.dashboard.add_section(self.switchyard)
         self._tabs()
         # First run: a model on this computer, its tokens/s live, whatever is paired.
         self.local_model: LocalModelCard | None = None
@@ -170,19 +169,24 @@ class MainWindow(QMainWindow):
         self._shut = False
 
     def _tabs(self) -> None:
-        self.tabs = QTabWidget(self)
-        self.tabs.setObjectName("tabs")
-        self.tabs.addTab(self.dashboard, "Dashboard")
-        self.tabs.addTab(self.nodes_panel, "Nodes")
         self.benchmarks = BenchmarksPanel(parent=self)
+        self.planner = PlannerPanel(self)
         self.topology = TopologyView(self)
         self.workloads = WorkloadsPanel(actions=self.actions, fleet=self.the_fleet, parent=self)
-        panels = {"Benchmarks": self.benchmarks, "Topology": self.topology, "Workloads": self.workloads}
-        self.placeholders = {
-            title: PlaceholderTab(title, self) for title in PLACEHOLDERS if title not in panels
+        # The window's tabs, in order: the one place a tab is added.
+        self.panels: dict[str, QWidget] = {
+            "Dashboard": self.dashboard,
+            "Nodes": self.nodes_panel,
+            "Workloads": self.workloads,
+            "Benchmarks": self.benchmarks,
+            "Planner": self.planner,
+            "Switchyard": self.switchyard,
+            "Topology": self.topology,
         }
-        for title in PLACEHOLDERS:
-            self.tabs.addTab(panels.get(title) or self.placeholders[title], title)
+        self.tabs = QTabWidget(self)
+        self.tabs.setObjectName("tabs")
+        for title, panel in self.panels.items():
+            self.tabs.addTab(panel, title)
         self.setCentralWidget(self.tabs)
         self.tabs.currentChanged.connect(self._on_tabs_current_changed)
 
@@ -235,6 +239,7 @@ class MainWindow(QMainWindow):
         self.workloads.error_raised.connect(self._on_jobs_error_raised)
         self.switchyard.status_message.connect(self._on_dashboard_status_message)
         self.switchyard.error_raised.connect(self._on_jobs_error_raised)
+        self.planner.error_raised.connect(self._on_jobs_error_raised)
         self.workloads.workload_failed.connect(self.notifier.workload_failed)
         self.workloads.workload_ended.connect(self.notifier.workload_ended)
         self.cluster_event.connect(self.notifier.cluster_event)

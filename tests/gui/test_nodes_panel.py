@@ -232,3 +232,25 @@ def test_deploy_from_the_panel_shows_per_node_stages_then_the_outcome(qtbot, pan
     assert panel.deploys.errors["n1"].isHidden()
     qtbot.waitUntil(lambda: not panel.deploying(), timeout=10_000)
     assert "bad: rolled-back — health check failed" in panel.deploys.summary.text()
+
+
+def test_the_pair_dialogs_deploy_button_starts_the_deploy_in_the_panel(qtbot, panel_for):
+    from tests.gui.fake_core import FakeDeployActions
+
+    fake = FakeDeployActions([])
+    panel = loaded(qtbot, panel_for(fake))
+    dialog = panel.open_pair_dialog()
+    dialog.host.setText("10.0.0.9")
+    dialog.user.setText("nvidia")
+    dialog.password.setText("pw")
+    with qtbot.waitSignal(dialog.fingerprint_received, timeout=10_000):
+        dialog.check_button.click()
+    with qtbot.waitSignal(panel.paired_changed, timeout=10_000):
+        dialog.trust_button.click()
+    assert dialog.deploy_button.isVisible()
+    dialog.deploy_button.click()
+    qtbot.waitUntil(lambda: fake.called("deploy") == [("spark-new",)], timeout=10_000)
+    assert panel.deploying() and "spark-new" in panel.deploys.bars
+    with qtbot.waitSignal(panel.paired_changed, timeout=10_000):
+        fake.release.set()
+    assert panel.deploys.bars["spark-new"].format() == "done"

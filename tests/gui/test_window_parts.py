@@ -36,13 +36,15 @@ def window_for(qtbot, home):
         win.deleteLater()
 
 
-def test_tabs_and_placeholders_say_what_they_will_show(window_for):
+def test_every_tool_is_a_tab_of_its_own(window_for):
     win = window_for()
     titles = [win.tabs.tabText(i) for i in range(win.tabs.count())]
-    assert titles == ["Dashboard", "Nodes", "Workloads", "Benchmarks", "Topology"]
-    assert win.tabs.widget(2) is win.workloads
-    assert win.tabs.widget(3) is win.benchmarks and win.tabs.widget(4) is win.topology
-    assert set(win.placeholders) == set()
+    assert titles == ["Dashboard", "Nodes", "Workloads", "Benchmarks", "Planner", "Switchyard", "Topology"]
+    assert [win.tabs.widget(i) for i in range(win.tabs.count())] == [
+        win.dashboard, win.nodes_panel, win.workloads, win.benchmarks, win.planner, win.switchyard, win.topology,
+    ]  # fmt: skip
+    # Not also tucked inside another tab.
+    assert not win.dashboard.isAncestorOf(win.switchyard) and not win.benchmarks.isAncestorOf(win.planner)
 
 
 def test_closing_with_a_tray_hides_says_so_once_and_quit_ends(qtbot, window_for):

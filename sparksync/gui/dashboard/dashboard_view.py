@@ -160,10 +160,6 @@ class DashboardView(QWidget):
         """Put a strip (e.g. "Run a model on this computer") above the plots' controls."""
         self._right.insertWidget(0, widget)
 
-    def add_section(self, widget: QWidget) -> None:
-        """Put a section (e.g. the Switchyard gateways) below the plots."""
-        self._right.addWidget(widget)
-
     def _controls(self) -> QHBoxLayout:
         bar = QHBoxLayout()
         self.window_picker = WindowPicker(self, self.window_s)

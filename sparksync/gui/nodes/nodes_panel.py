@@ -297,6 +297,7 @@ class NodesPanel(QWidget):
         dialog.pairing_started.connect(lambda key: self.rows.set_pairing(key, True))
         dialog.pairing_ended.connect(lambda key: self.rows.set_pairing(key, False))
         dialog.paired.connect(self._on_pair_dialog_paired)
+        dialog.deploy_requested.connect(lambda name: self.deploy([name]))
         dialog.finished.connect(self._on_pair_dialog_finished)
         self.pair_dialog = dialog
         dialog.show()
