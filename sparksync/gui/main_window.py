@@ -228,6 +228,7 @@ class MainWindow(QMainWindow):
         self.history.stopped.connect(self._on_part_stopped)
         self._connect_feeds()
         self.nodes_panel.paired_changed.connect(self._on_nodes_panel_paired_changed)
+        self.nodes_panel.deployed.connect(self._on_nodes_panel_deployed)
         self.jobs.error_raised.connect(self._on_jobs_error_raised)
         self.jobs.finished.connect(self._on_jobs_finished)
         self.dashboard.memory_unit_changed.connect(self._on_dashboard_memory_unit_changed)
@@ -332,6 +333,11 @@ class MainWindow(QMainWindow):
         if self._paired_names:
             self.open_fleet()
         self._sync_feeds()
+
+    def _on_nodes_panel_deployed(self, names: list[str]) -> None:
+        # Its agent answers now: its card fills in at once rather than after the feed's backoff.
+        for name in names:
+            self.feeds.retry_now(name)
 
     def _sync_feeds(self) -> None:
         """Follow every paired node, and stop following the ones no longer paired."""

@@ -168,3 +168,11 @@ def test_the_memory_unit_picked_on_the_dashboard_is_remembered(qtbot, window_for
         lambda: settings_path().exists() and load_settings().memory_unit is MemoryUnit.GIB, timeout=10_000
     )
     assert window_for(settings=load_settings()).dashboard.memory_unit is MemoryUnit.GIB
+
+
+def test_a_finished_deploy_has_the_nodes_feed_try_its_agent_at_once(window_for):
+    win = window_for()
+    asked = []
+    win.feeds.retry_now = asked.append
+    win.nodes_panel.deployed.emit(["spark-1", "spark-2"])
+    assert asked == ["spark-1", "spark-2"]

@@ -235,6 +235,10 @@ def test_a_rank_that_fails_later_reaches_the_notifier_and_the_rest_is_stopped(pa
     assert ("spark-2", view.workload_id) in cluster.what("stop")  # whole or not at all
     assert panel.table.state_of(view.workload_id) == "failed"
     assert len(failures) == 1  # told once, not at every reading
+    # The details pane shows the failed process's reason in full, wrapped, whatever the column's width.
+    panel.table.select(view.workload_id, "llamacpp-rpc-1.0.llama-server")
+    assert "exited with status 1" in panel.detail.text() and panel.detail.wordWrap()
+    assert "spark-1" in panel.detail.text()
 
 
 def test_a_workload_that_ends_by_itself_is_told_and_one_stopped_here_is_not(panel_for, qtbot):

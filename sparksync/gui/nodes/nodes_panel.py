@@ -78,6 +78,7 @@ class NodesPanel(QWidget):
     status_message = Signal(str)
     error_raised = Signal(str)
     paired_changed = Signal(list)  # the paired nodes, after each registry read
+    deployed = Signal(list)  # names of the nodes a deploy just put an agent on
     discovery_event = Signal(str, object)  # (event, DiscoveredNode), from any thread
     fleet_state = Signal(str, object)  # (node name, FleetState), from any thread
 
@@ -434,6 +435,9 @@ class NodesPanel(QWidget):
         self.reload()  # the registry now records the deployed versions
 
     def _on_deployed(self, names: list[str], results: list) -> None:
+        ok = [result.node for result in results if result.ok]
+        if ok:
+            self.deployed.emit(ok)
         for result in results:
             if result.ok:
                 self.status_message.emit(

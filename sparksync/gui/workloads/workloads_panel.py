@@ -141,6 +141,11 @@ class WorkloadsPanel(QWidget):
         column = QVBoxLayout(running)
         column.addWidget(QLabel("<b>Workloads</b>", running))
         column.addWidget(self.table, 2)
+        self.detail = QLabel("Select a workload or one of its processes to see all about it here.", running)
+        self.detail.setObjectName("workloadDetail")
+        self.detail.setWordWrap(True)
+        self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        column.addWidget(self.detail)
         column.addLayout(buttons)
         logs_head = QHBoxLayout()
         logs_head.addWidget(self.log_title, 1)
@@ -489,6 +494,8 @@ class WorkloadsPanel(QWidget):
         rows, key, page = outcome
         self.rows = rows
         self.table.show_rows(rows)
+        if self.table.currentItem() is not None:  # the pane follows the new reading of the selected row
+            self.detail.setText(self.table.detail_of(self.table.currentItem()))
         self._tell_failures(rows)
         self._update_buttons()
         if page is not None and key == self._log_key:
@@ -523,6 +530,7 @@ class WorkloadsPanel(QWidget):
 
     def _on_table_selection_moved(self, key) -> None:
         self._update_buttons()
+        self.detail.setText(self.table.detail_of(self.table.currentItem()))
         if key is None or key[1] is None or tuple(key) == self._log_key:
             return
         self.follow_log(key[0], key[1])
