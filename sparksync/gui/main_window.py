@@ -67,6 +67,7 @@ from sparksync.core.telemetry import (
 )
 from sparksync.gui.benchmarks.benchmarks_panel import BenchmarksPanel
 from sparksync.gui.benchmarks.run_details import finished_text
+from sparksync.gui.chat.chat_panel import ChatPanel
 from sparksync.gui.dashboard.dashboard_view import DashboardView
 from sparksync.gui.dashboard.history_bridge import HistoryBridge
 from sparksync.gui.dashboard.local_model_card import LocalModelCard
@@ -173,11 +174,13 @@ class MainWindow(QMainWindow):
         self.planner = PlannerPanel(self)
         self.topology = TopologyView(self)
         self.workloads = WorkloadsPanel(actions=self.actions, fleet=self.the_fleet, parent=self)
+        self.chat = ChatPanel(reach=self._tunnel_reach, parent=self)
         # The window's tabs, in order: the one place a tab is added.
         self.panels: dict[str, QWidget] = {
             "Dashboard": self.dashboard,
             "Nodes": self.nodes_panel,
             "Workloads": self.workloads,
+            "Chat": self.chat,
             "Benchmarks": self.benchmarks,
             "Planner": self.planner,
             "Switchyard": self.switchyard,
@@ -241,6 +244,10 @@ class MainWindow(QMainWindow):
         self.switchyard.status_message.connect(self._on_dashboard_status_message)
         self.switchyard.error_raised.connect(self._on_jobs_error_raised)
         self.planner.error_raised.connect(self._on_jobs_error_raised)
+        self.chat.status_message.connect(self._on_dashboard_status_message)
+        self.chat.error_raised.connect(self._on_jobs_error_raised)
+        self.workloads.rows_shown.connect(self.chat.set_workload_rows)
+        self.switchyard.readings_shown.connect(self.chat.set_gateways)
         self.workloads.workload_failed.connect(self.notifier.workload_failed)
         self.workloads.workload_ended.connect(self.notifier.workload_ended)
         self.cluster_event.connect(self.notifier.cluster_event)
@@ -333,6 +340,12 @@ class MainWindow(QMainWindow):
         if self._paired_names:
             self.open_fleet()
         self._sync_feeds()
+
+    def _tunnel_reach(self):
+        """How the Chat tab reaches a workload's endpoint: the fleet's SSH tunnel (this computer's: loopback)."""
+        from sparksync.core.workloads import TunnelReach
+
+        return TunnelReach(self.the_fleet())
 
     def _on_nodes_panel_deployed(self, names: list[str]) -> None:
         # Its agent answers now: its card fills in at once rather than after the feed's backoff.
@@ -496,6 +509,8 @@ class MainWindow(QMainWindow):
         self.workloads.shutdown(0)  # a launch in progress is cancelled: it stops what it had started
         switchyard = self.switchyard
         switchyard.shutdown(0)
+        chat = self.chat
+        chat.stop()  # an answer streaming in ends; its tunnel closes before the fleet does
         local_model = self.local_model
         if local_model is not None:
             local_model.shutdown()
@@ -509,6 +524,7 @@ class MainWindow(QMainWindow):
                         WORKLOADS_STOP_WAIT_S,
                     )
                 switchyard.jobs.wait()  # its poll may use a tunnel on the fleet: closed before it
+                chat.jobs.wait(WORKLOADS_STOP_WAIT_S)
                 if local_model is not None:
                     local_model.jobs.wait(WORKLOADS_STOP_WAIT_S)  # its answers stop at once; a start ends
                 switchyard.watch.close()
