@@ -3,8 +3,10 @@
 One binary answers for the desktop app, the CLI and the agent, so the package
 ships one copy of Python and Qt:
 
-- no arguments, or ``sparksync gui [OPTIONS]``: the desktop window (what the
-  desktop entry starts);
+- no arguments: the desktop window where a display is (what the desktop
+  entry starts), else the CLI's help and a one-line hint, as from a source
+  install (``sparksync.__main__.default``); ``sparksync gui [OPTIONS]``: the
+  desktop window;
 - ``sparksync --version``, ``sparksync --help`` and every CLI command
   (``sparksync node status`` ...): the CLI, which never loads Qt;
 - ``sparksync agent serve|status|version``: the node agent's own CLI;
@@ -38,7 +40,7 @@ def route(argv: list[str], program: str = "sparksync") -> tuple[str, list[str]]:
     if os.path.basename(program) == GUI_PROGRAM:
         return "gui", argv
     if not argv:
-        return "gui", []
+        return "default", []
     head, rest = argv[0], argv[1:]
     if head == "gui":
         return "gui", rest
@@ -55,6 +57,10 @@ def route(argv: list[str], program: str = "sparksync") -> tuple[str, list[str]]:
 
 def main() -> int:
     part, args = route(sys.argv[1:], sys.argv[0])
+    if part == "default":
+        from sparksync.__main__ import default
+
+        return default()
     if part == "gui":
         from sparksync.gui.app import main as gui_main
 

@@ -20,11 +20,11 @@ they do all the I/O. Samples go into the Qt-free dashboard model,
 one-second rows from it to the history file, and the last hour of that file
 comes back when the app opens.
 
-The window holds tabs: the dashboard, the Nodes panel (pair, unpair,
-rename, deploy progress), the Workloads tab, the Benchmarks tab
-(history, scaling charts, runs) and the Topology tab (fed the same samples
-as the dashboard). Below the dashboard's plots, the Switchyard section
-shows each known gateway's traffic split and tokens/s. Every cluster action
+The window holds tabs, listed in one place (``_tabs``): the dashboard, the
+Nodes panel (pair, unpair, rename, deploy progress), Workloads, Benchmarks
+(history, scaling charts, comparisons, runs), the Planner, Switchyard (each
+known gateway's traffic split and tokens/s) and Topology (fed the same
+samples as the dashboard). Every cluster action
 goes through ``ClusterActions`` (core) in a worker (``Jobs``); errors land
 in the status bar.
 
@@ -53,10 +53,12 @@ from sparksync_agent.protocol import Sample, Snapshot
 
 from sparksync.core.agents import LOCAL_NODE_NAME
 from sparksync.core.apps import AppSettings, Autostart, save_settings
+from sparksync.core.base import format_bytes, format_memory
 from sparksync.core.nodes import ClusterActions
 from sparksync.core.telemetry import (
     CLUSTER,
     COARSE_SPAN_S,
+    MEMORY_TOTAL,
     MEMORY_USED,
     TOKENS_TOTAL,
     ClusterSummary,
@@ -65,6 +67,7 @@ from sparksync.core.telemetry import (
 )
 from sparksync.gui.benchmarks.benchmarks_panel import BenchmarksPanel
 from sparksync.gui.benchmarks.run_details import finished_text
+from sparksync.gui.chat.chat_panel import ChatPanel
 from sparksync.gui.dashboard.dashboard_view import DashboardView
 from sparksync.gui.dashboard.history_bridge import HistoryBridge
 from sparksync.gui.dashboard.local_model_card import LocalModelCard
@@ -72,7 +75,7 @@ from sparksync.gui.node_card import NodeCard
 from sparksync.gui.node_feeds import NodeFeeds
 from sparksync.gui.nodes.custom_apps_dialog import CustomAppsDialog
 from sparksync.gui.nodes.nodes_panel import NodesPanel
-from sparksync.gui.placeholders import PLACEHOLDERS, PlaceholderTab
+from sparksync.gui.planner.planner_panel import PlannerPanel
 from sparksync.gui.settings.settings_dialog import SettingsDialog
 from sparksync.gui.switchyard.switchyard_view import SwitchyardView, app_watch
 from sparksync.gui.theme import apply_theme
@@ -91,6 +94,7 @@ WORKLOADS_STOP_WAIT_S = 60.0  # a cancelled launch stops every rank it started (
 
 class MainWindow(QMainWindow):
     live_data_shown = Signal()  # once, when the plots first draw a node's real samples
+    cluster_event = Signal(object)  # a ClusterEvent from the core (any thread): notified
     shut_down = Signal()  # the workers (and the local agent they started) and the history have stopped
 
     def __init__(
@@ -131,7 +135,6 @@ class MainWindow(QMainWindow):
             self.dashboard.add_side_widget(card, i)
         self.nodes_panel = NodesPanel(self.actions, self.jobs, parent=self)
         self.switchyard = SwitchyardView(app_watch(self.actions), self, actions=self.actions)
-        self.dashboard.add_section(self.switchyard)
         self._tabs()
         # First run: a model on this computer, its tokens/s live, whatever is paired.
         self.local_model: LocalModelCard | None = None
@@ -145,6 +148,9 @@ class MainWindow(QMainWindow):
         self.notifier = Notifier(self.statusBar(), self)
         self._menus()
         self._connect()
+        self._disconnected: set[str] = set()  # nodes the user disconnected from the tray: not followed
+        events = getattr(self.actions, "events", None)  # the core's news: a degraded fabric link, ...
+        self._unsubscribe_events = events.add_listener(self.cluster_event.emit) if events is not None else None
         # node -> time of its latest sample (the tray counts the nodes that are live)
         self.last_sample_ts: dict[str, float] = {}
         self.tray = None
@@ -165,21 +171,28 @@ class MainWindow(QMainWindow):
         self._shut = False
 
     def _tabs(self) -> None:
-        self.tabs = QTabWidget(self)
-        self.tabs.setObjectName("tabs")
-        self.tabs.addTab(self.dashboard, "Dashboard")
-        self.tabs.addTab(self.nodes_panel, "Nodes")
         self.benchmarks = BenchmarksPanel(parent=self)
+        self.planner = PlannerPanel(self)
         self.topology = TopologyView(self)
         # The Topology tab is the cluster assistant; the live topology is one of its pages.
         self.cluster = ClusterAssistantView(self.the_fleet, self.topology, self)
         self.workloads = WorkloadsPanel(actions=self.actions, fleet=self.the_fleet, parent=self)
-        panels = {"Benchmarks": self.benchmarks, "Topology": self.cluster, "Workloads": self.workloads}
-        self.placeholders = {
-            title: PlaceholderTab(title, self) for title in PLACEHOLDERS if title not in panels
+        self.chat = ChatPanel(reach=self._tunnel_reach, parent=self)
+        # The window's tabs, in order: the one place a tab is added.
+        self.panels: dict[str, QWidget] = {
+            "Dashboard": self.dashboard,
+            "Nodes": self.nodes_panel,
+            "Workloads": self.workloads,
+            "Chat": self.chat,
+            "Benchmarks": self.benchmarks,
+            "Planner": self.planner,
+            "Switchyard": self.switchyard,
+            "Topology": self.cluster,
         }
-        for title in PLACEHOLDERS:
-            self.tabs.addTab(panels.get(title) or self.placeholders[title], title)
+        self.tabs = QTabWidget(self)
+        self.tabs.setObjectName("tabs")
+        for title, panel in self.panels.items():
+            self.tabs.addTab(panel, title)
         self.setCentralWidget(self.tabs)
         self.tabs.currentChanged.connect(self._on_tabs_current_changed)
 
@@ -221,6 +234,7 @@ class MainWindow(QMainWindow):
         self.history.stopped.connect(self._on_part_stopped)
         self._connect_feeds()
         self.nodes_panel.paired_changed.connect(self._on_nodes_panel_paired_changed)
+        self.nodes_panel.deployed.connect(self._on_nodes_panel_deployed)
         self.jobs.error_raised.connect(self._on_jobs_error_raised)
         self.jobs.finished.connect(self._on_jobs_finished)
         self.dashboard.memory_unit_changed.connect(self._on_dashboard_memory_unit_changed)
@@ -234,7 +248,14 @@ class MainWindow(QMainWindow):
         self.cluster.status_message.connect(self._on_dashboard_status_message)
         self.cluster.error_raised.connect(self._on_jobs_error_raised)
         self.switchyard.error_raised.connect(self._on_jobs_error_raised)
+        self.planner.error_raised.connect(self._on_jobs_error_raised)
+        self.chat.status_message.connect(self._on_dashboard_status_message)
+        self.chat.error_raised.connect(self._on_jobs_error_raised)
+        self.workloads.rows_shown.connect(self.chat.set_workload_rows)
+        self.switchyard.readings_shown.connect(self.chat.set_gateways)
         self.workloads.workload_failed.connect(self.notifier.workload_failed)
+        self.workloads.workload_ended.connect(self.notifier.workload_ended)
+        self.cluster_event.connect(self.notifier.cluster_event)
         if self.local_model is not None:
             self.local_model.status_message.connect(self._on_dashboard_status_message)
             self.local_model.error_raised.connect(self._on_jobs_error_raised)
@@ -327,6 +348,17 @@ class MainWindow(QMainWindow):
             self.open_fleet()
         self._sync_feeds()
 
+    def _tunnel_reach(self):
+        """How the Chat tab reaches a workload's endpoint: the fleet's SSH tunnel (this computer's: loopback)."""
+        from sparksync.core.workloads import TunnelReach
+
+        return TunnelReach(self.the_fleet())
+
+    def _on_nodes_panel_deployed(self, names: list[str]) -> None:
+        # Its agent answers now: its card fills in at once rather than after the feed's backoff.
+        for name in names:
+            self.feeds.retry_now(name)
+
     def _sync_feeds(self) -> None:
         """Follow every paired node, and stop following the ones no longer paired."""
         if self.fleet is None or self._paired_names is None or self._closing:
@@ -336,7 +368,7 @@ class MainWindow(QMainWindow):
             if name not in self._paired_names and name not in self.nodes:
                 self._remove_feed(name)
         for name in self._paired_names:
-            if name not in followed:
+            if name not in followed and name not in self._disconnected:
                 self._add_feed(name)
 
     def _add_feed(self, name: str) -> None:
@@ -377,6 +409,26 @@ class MainWindow(QMainWindow):
             self.cluster.fabric_health_changed.connect(tray.set_fabric_health)
             if self.cluster.health:
                 tray.set_fabric_health(self.cluster.health)
+            tray.connection_changed.connect(self._on_tray_connection_changed)
+
+    def _on_tray_connection_changed(self, name: str, connected: bool) -> None:
+        """Disconnected from the tray: no longer followed (its card stays, its link closes); connected: again."""
+        if connected:
+            self._disconnected.discard(name)
+            self._sync_feeds()
+        elif name not in self._disconnected:
+            self._disconnected.add(name)
+            self.feeds.remove(name)
+            self.last_sample_ts.pop(name, None)
+
+    def node_memory_text(self, name: str) -> tuple[str, str | None] | None:
+        """A node's memory in use and its total, as the dashboard names memory; None before a sample."""
+        used = self.model.latest(name, MEMORY_USED)
+        if used is None:
+            return None
+        total = self.model.latest(name, MEMORY_TOTAL)
+        unit = self.dashboard.memory_unit
+        return format_memory(used, unit), format_bytes(total, unit) if total is not None else None
 
     def _on_tabs_current_changed(self, _index: int) -> None:
         if self.tabs.currentWidget() is self.nodes_panel:
@@ -444,6 +496,9 @@ class MainWindow(QMainWindow):
                 self._on_part_stopped()
 
     def _stop_asking(self) -> None:
+        if self._unsubscribe_events is not None:
+            self._unsubscribe_events()
+            self._unsubscribe_events = None
         if self.tray is not None:
             self.tray.hide()
         self.nodes_panel.detach_all()  # running deploys are cancelled
@@ -466,6 +521,8 @@ class MainWindow(QMainWindow):
         switchyard = self.switchyard
         switchyard.shutdown(0)
         cluster_jobs = self.cluster.jobs
+        chat = self.chat
+        chat.stop()  # an answer streaming in ends; its tunnel closes before the fleet does
         local_model = self.local_model
         if local_model is not None:
             local_model.shutdown()
@@ -480,6 +537,7 @@ class MainWindow(QMainWindow):
                     )
                 switchyard.jobs.wait()  # its poll may use a tunnel on the fleet: closed before it
                 cluster_jobs.wait(WORKLOADS_STOP_WAIT_S)  # a check or mesh runs over the fleet's transports
+                chat.jobs.wait(WORKLOADS_STOP_WAIT_S)
                 if local_model is not None:
                     local_model.jobs.wait(WORKLOADS_STOP_WAIT_S)  # its answers stop at once; a start ends
                 switchyard.watch.close()

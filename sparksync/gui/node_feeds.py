@@ -77,6 +77,11 @@ class NodeFeeds(QObject):
         if self._follower is not None:
             self._follower.remove(name)
 
+    def retry_now(self, name: str) -> None:
+        """Try ``name``'s agent again now rather than after its backoff (it was just deployed)."""
+        if self._follower is not None:
+            self._follower.retry_now(name)
+
     def names(self) -> list[str]:
         """The nodes followed, or to be followed once a fleet is attached."""
         return list(self._wanted)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from sparksync.core.apps.custom_apps import DGX_DASHBOARD, CustomApp
 from sparksync.core.nodes.actions import RenameResult
+from sparksync.core.nodes.cluster_events import ClusterEvents
 from sparksync.core.ssh.secrets import KeyringStatus
 from sparksync.core.ssh.pairing import PairResult
 from sparksync.core.ssh.unpair import UnpairResult
@@ -42,6 +43,7 @@ class FakeActions:
         self.lock = threading.Lock()
         self.apps = [DGX_DASHBOARD, CustomApp(name="Jupyter", remote_port=8888, browser_path="/lab")]
         self.pair = self._pair
+        self.events = ClusterEvents()  # the real hook the fabric code tells through
 
     def _record(self, name: str, *args):
         with self.lock:
@@ -75,6 +77,13 @@ class FakeActions:
 
     def disconnect_all(self):
         self._record("disconnect_all")
+
+    def connect(self, name, timeout=15.0):
+        self._record("connect", name)
+        return None
+
+    def disconnect(self, name):
+        self._record("disconnect", name)
 
     def open_terminal(self, name):
         self._record("open_terminal", name)

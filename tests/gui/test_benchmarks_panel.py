@@ -111,8 +111,9 @@ def test_a_sweep_run_opens_the_sweeps_scaling_chart(qtbot, panel, history):
     _, ids = history
     with qtbot.waitSignal(panel.run_shown, timeout=WAIT_MS):
         panel.runs.select_id(ids[4])
+    assert panel.views.currentIndex() == 0  # a selected run opens in Details
     with qtbot.waitSignal(panel.scaling_shown, timeout=WAIT_MS) as shown:
-        panel.show_scaling_of_selection()
+        panel.views.setCurrentIndex(1)  # the Scaling tab is the one way to the chart
     report = shown.args[0]
     assert [r.cluster_size for r in report.rows] == [1, 2, 4]
     xs, ys = panel.chart.curves["decode"].getData()
@@ -130,14 +131,24 @@ def test_a_run_outside_a_sweep_says_how_to_get_a_chart(qtbot, panel, history):
     with qtbot.waitSignal(panel.run_shown, timeout=WAIT_MS):
         panel.runs.select_id(ids["lone"])
     with qtbot.waitSignal(panel.error_raised, timeout=WAIT_MS) as error:
-        panel.show_scaling_of_selection()
+        panel.views.setCurrentIndex(1)
     assert "scale sweep" in error.args[0]
+
+
+def test_the_toolbar_has_no_second_way_to_scaling_or_compare(panel):
+    from PySide6.QtWidgets import QPushButton
+
+    texts = {b.text() for b in panel.findChildren(QPushButton)}
+    assert "Scaling" not in texts and "Compare" not in texts
+    assert [panel.views.tabText(i) for i in range(panel.views.count())] == ["Details", "Scaling", "Compare",
+                                                                             "Switchyard"]  # fmt: skip
 
 
 def test_two_runs_compare_side_by_side(qtbot, panel, history):
     _, ids = history
+    panel.views.setCurrentIndex(2)
     with qtbot.waitSignal(panel.comparison_shown, timeout=WAIT_MS) as shown:
-        panel.compare(ids[1], ids["lone"])
+        panel.runs.select_ids([ids["lone"], ids[1]])
     comparison = shown.args[0]
     line = next(ln for ln in comparison.lines if ln.metric == "decode tok/s")
     assert line.ratio == pytest.approx(52.58 / 11.86)
@@ -250,7 +261,6 @@ def test_the_windows_benchmarks_tab_lists_the_default_history(qtbot, window):
     with qtbot.waitSignal(window.benchmarks.runs_loaded, timeout=WAIT_MS) as loaded:
         window.tabs.setCurrentWidget(window.benchmarks)
     assert [item.id for item in loaded.args[0]] == [stored.id]
-    assert window.benchmarks.views.tabText(3) == "Planner"
     assert window.benchmarks.wait(30)
 
 

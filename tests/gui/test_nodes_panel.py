@@ -95,6 +95,15 @@ def test_slots_text_and_a_full_cluster(qtbot, panel_for):
     assert not full.pair_button.isEnabled() and "unpair a node first" in full.pair_button.toolTip()
 
 
+def test_an_empty_list_says_how_to_find_and_pair_a_node(qtbot, panel_for):
+    panel = loaded(qtbot, panel_for(FakeActions([])))
+    assert panel.empty_hint.isVisible() and not panel.table.isVisible()
+    hint = panel.empty_hint.text()
+    assert "No nodes yet" in hint and "Pair…" in hint and "hostname or IP" in hint and "--scan" in hint
+    filled = loaded(qtbot, panel_for(FakeActions(["n1"])))
+    assert filled.table.isVisible() and not filled.empty_hint.isVisible()
+
+
 def test_rename_goes_through_the_core(qtbot, panel_for):
     registry = Registry()
     node = paired_node("spark-aaaa", 1)
@@ -216,6 +225,32 @@ def test_deploy_from_the_panel_shows_per_node_stages_then_the_outcome(qtbot, pan
     with qtbot.waitSignal(panel.error_raised, timeout=10_000) as error:
         panel.deploy(["bad"])
     assert "rolled-back: health check failed" in error.args[0]
-    assert panel.deploys.bars["bad"].format() == "failed: health check failed"
+    # The bar says it failed; the reason wraps under it instead of being clipped inside the bar.
+    assert panel.deploys.bars["bad"].format() == "failed (why below)"
+    error = panel.deploys.errors["bad"]
+    assert error.text() == "health check failed" and error.wordWrap() and not error.isHidden()
+    assert panel.deploys.errors["n1"].isHidden()
     qtbot.waitUntil(lambda: not panel.deploying(), timeout=10_000)
     assert "bad: rolled-back — health check failed" in panel.deploys.summary.text()
+
+
+def test_the_pair_dialogs_deploy_button_starts_the_deploy_in_the_panel(qtbot, panel_for):
+    from tests.gui.fake_core import FakeDeployActions
+
+    fake = FakeDeployActions([])
+    panel = loaded(qtbot, panel_for(fake))
+    dialog = panel.open_pair_dialog()
+    dialog.host.setText("10.0.0.9")
+    dialog.user.setText("nvidia")
+    dialog.password.setText("pw")
+    with qtbot.waitSignal(dialog.fingerprint_received, timeout=10_000):
+        dialog.check_button.click()
+    with qtbot.waitSignal(panel.paired_changed, timeout=10_000):
+        dialog.trust_button.click()
+    assert dialog.deploy_button.isVisible()
+    dialog.deploy_button.click()
+    qtbot.waitUntil(lambda: fake.called("deploy") == [("spark-new",)], timeout=10_000)
+    assert panel.deploying() and "spark-new" in panel.deploys.bars
+    with qtbot.waitSignal(panel.paired_changed, timeout=10_000):
+        fake.release.set()
+    assert panel.deploys.bars["spark-new"].format() == "done"

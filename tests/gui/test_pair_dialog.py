@@ -59,7 +59,12 @@ def test_the_fingerprint_is_confirmed_before_the_password_is_used_and_the_field_
         dialog.trust_button.click()
         assert dialog.password.text() == ""  # cleared straight after use
     assert fake.passwords == ["s3cret"] and paired.args[0].node.name == "spark-new"
-    assert not dialog.isVisible()
+    # Paired: the dialog offers the next step as a button, not a command to type.
+    assert dialog.isVisible() and dialog.deploy_button.isVisible() and dialog.close_button.text() == "Later"
+    assert "Paired 'spark-new'" in dialog.progress.text() and "sparksync node" not in dialog.progress.text()
+    with qtbot.waitSignal(dialog.deploy_requested, timeout=10_000) as asked:
+        dialog.deploy_button.click()
+    assert asked.args == ["spark-new"] and not dialog.isVisible()
 
 
 def test_refusing_the_key_changes_nothing_and_says_so(qtbot, dialog_for):

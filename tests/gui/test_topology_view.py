@@ -111,12 +111,24 @@ def test_a_silent_node_loses_its_links(qtbot, topo_view):
     assert topo.links == () and topo_view.edges == {}
     assert topo.warnings == ()  # nobody is linked, so no node is singled out
     assert "no fabric links seen yet" in topo_view.summary.text()
+    assert topo_view.warnings.item(0).text().startswith("No fabric links yet: no two nodes share a fabric subnet")
 
 
 def test_a_snapshot_without_a_sample_lists_the_node(qtbot, topo_view, local_snapshot):
     topo_view.add_snapshot("spark-9", local_snapshot)
     topo = drawn(qtbot, topo_view)
     assert topo.nodes == ("spark-9",)
+    # Nothing to vouch for: no claim that "every link runs at its expected speed".
+    (text,) = [topo_view.warnings.item(i).text() for i in range(topo_view.warnings.count())]
+    assert text.startswith("No fabric links yet") and "expected speed" not in text
+    # A lone node is drawn at a sensible size, not blown up to fill the canvas.
+    assert 0 < topo_view.zoom() <= 1.5
+
+
+def test_with_links_and_no_problem_the_view_says_so(qtbot, topo_view):
+    feed(topo_view, direct_pair())
+    drawn(qtbot, topo_view)
+    assert topo_view.warnings.item(0).text().startswith("No problem found: every link runs at its expected speed")
 
 
 @pytest.fixture

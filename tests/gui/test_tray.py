@@ -17,7 +17,7 @@ pytestmark = pytest.mark.gui
 def tray_for(qtbot):
     made = []
 
-    def make(fake, summary=None, benchmarks=None):
+    def make(fake, summary=None, benchmarks=None, node_memory=None):
         summary = summary or ClusterSummary(6, 8, 412e9, 38.0)
         from PySide6.QtWidgets import QStatusBar
 
@@ -35,7 +35,7 @@ def tray_for(qtbot):
             open_dashboard=lambda: calls.__setitem__("dashboard", calls["dashboard"] + 1),
             pair_new_node=lambda: calls.__setitem__("pair", calls["pair"] + 1),
             quit_app=lambda: calls.__setitem__("quit", calls["quit"] + 1),
-            open_url=calls["urls"].append, benchmarks=benchmarks,
+            open_url=calls["urls"].append, benchmarks=benchmarks, node_memory=node_memory,
         )  # fmt: skip
         tray.calls, tray.bar = calls, bar
         made.append(tray)
@@ -253,3 +253,106 @@ def test_a_degraded_fabric_shows_in_the_tooltip_the_menu_and_a_notification(tray
     assert len(shown) == 1
     tray.set_fabric_health(None)
     assert tray.health is Health.ONLINE and "fabric" not in tray.menu_actions
+
+
+# --- nodes in the tray, as NVIDIA Sync lists its devices --------------------------------------------------
+
+
+def paired_rows(*states):
+    """Rows of paired nodes n1, n2 ... in ``states`` (state, reason)."""
+    return [NodeRow(f"paired:n{i + 1}", f"n{i + 1}", f"10.0.0.{i + 1}", state, reason, None, True)
+            for i, (state, reason) in enumerate(states)]  # fmt: skip
+
+
+def test_each_paired_node_shows_its_state_why_and_memory_in_use(tray_for):
+    memory_of = {"n1": ("41.2 GB", "121.7 GB"), "n2": None}
+    fake = FakeActions(["n1", "n2", "n3"])
+    tray = tray_for(fake, node_memory=memory_of.get)
+    tray.set_nodes(["n1", "n2", "n3"])
+    tray.on_rows_changed(paired_rows((NodeState.ONLINE, None), (NodeState.OFFLINE, "no answer on port 22"),
+                                     (NodeState.DEGRADED, "the agent does not answer")))  # fmt: skip
+    titles = [a.text() for a in tray.menu.actions() if a.menu() is not None]
+    assert titles == ["● n1 — online · 41.2 GB used", "○ n2 — offline", "◐ n3 — degraded"]
+    actions = tray.menu_actions
+    assert actions["node:n1:memory"].text() == "Memory in use: 41.2 GB of 121.7 GB"
+    assert "node:n1:why" not in actions
+    assert actions["node:n2:why"].text() == "Offline: no answer on port 22"
+    assert actions["node:n3:why"].text() == "Degraded: the agent does not answer"
+    assert actions["node:n2:memory"].text() == "Memory in use: not known yet"
+    for node in ("n1", "n2", "n3"):
+        assert actions[f"node:{node}:connect"].text() == "Disconnect"
+        assert f"node:{node}:terminal" in actions
+    # Memory moves with every sample: the title follows at the next refresh, without a rebuild.
+    memory_of["n1"] = ("50 GB", "121.7 GB")
+    menu = tray._node_menus["n1"]
+    tray.refresh()
+    assert tray._node_menus["n1"] is menu and menu.menuAction().text() == "● n1 — online · 50 GB used"
+
+
+def test_the_node_submenu_holds_its_launchers_after_its_state(qtbot, tray_for):
+    tray = tray_for(FakeActions(["n1"]))
+    tray.set_nodes(["n1"])
+    with qtbot.waitSignal(tray.jobs.finished, timeout=10_000):
+        tray.load_apps()
+    texts = [a.text() for a in tray._node_menus["n1"].actions() if not a.isSeparator()]
+    assert texts == ["Memory in use: not known yet", "Disconnect", "Open terminal", "Open DGX Dashboard",
+                     "Open Jupyter"]  # fmt: skip
+
+
+def test_disconnect_and_connect_one_node_from_the_tray(qtbot, tray_for):
+    fake = FakeActions(["n1", "n2"])
+    tray = tray_for(fake, node_memory=lambda name: ("10 GB", "128 GB"))
+    tray.set_nodes(["n1", "n2"])
+    changes = []
+    tray.connection_changed.connect(lambda node, up: changes.append((node, up)))
+    with qtbot.waitSignal(tray.jobs.finished, timeout=10_000):
+        tray.menu_actions["node:n1:connect"].trigger()
+    assert fake.called("disconnect") == [("n1",)] and changes == [("n1", False)]
+    assert tray.menu_actions["node:n1:connect"].text() == "Connect"
+    assert tray._node_menus["n1"].menuAction().text() == "○ n1 — disconnected"
+    assert tray.menu_actions["node:n2:connect"].text() == "Disconnect"
+    with qtbot.waitSignal(tray.jobs.finished, timeout=10_000):
+        tray.menu_actions["node:n1:connect"].trigger()
+    assert fake.called("connect") == [("n1",)] and changes == [("n1", False), ("n1", True)]
+    assert tray.menu_actions["node:n1:connect"].text() == "Disconnect"
+    assert tray.bar.currentMessage() == "Connected n1."
+
+
+def test_a_node_turning_degraded_is_notified(tray_for):
+    tray = tray_for(FakeActions(["n1"]))
+    shown = []
+    tray.notifier.shown.connect(lambda *args: shown.append(args))
+    tray.on_rows_changed(paired_rows((NodeState.ONLINE, None)))
+    tray.on_rows_changed(paired_rows((NodeState.DEGRADED, "the agent does not answer")))
+    assert shown == [("n1 is degraded", "the agent does not answer", "status bar")]
+
+
+def test_the_window_notifies_a_degraded_fabric_link_told_by_the_core_from_any_thread(qtbot, home):
+    import threading
+
+    from sparksync.gui.main_window import MainWindow
+
+    fake = FakeActions()
+    win = MainWindow(actions=fake)
+    link = "spark-1 enp1s0f0np0 ↔ spark-2 enp1s0f0np0"
+    with qtbot.waitSignal(win.notifier.shown, timeout=10_000) as shown:
+        threading.Thread(target=fake.events.fabric_link_degraded, args=(link, "negotiated 100 Gb/s")).start()
+    assert shown.args == [f"Fabric link degraded: {link}", "negotiated 100 Gb/s", "status bar"]
+    with qtbot.waitSignal(win.shut_down, timeout=15_000):
+        win.quit()
+    win.deleteLater()
+
+
+def test_the_window_without_a_tray_gets_none_and_with_one_a_menu_of_its_nodes(qtbot, home):
+    from sparksync.gui.main_window import MainWindow
+    from sparksync.gui.tray.setup import install_tray
+
+    win = MainWindow(actions=FakeActions())
+    assert install_tray(win, available=False) is None and win.tray is None
+    tray = install_tray(win, available=True, open_url=lambda url: None)
+    assert win.tray is tray and "no_nodes" in tray.menu_actions
+    tray.set_nodes(["n1"])
+    assert "node:n1:connect" in tray.menu_actions and tray.node_title("n1") == "○ n1 — paired"
+    with qtbot.waitSignal(win.shut_down, timeout=15_000):
+        win.quit()
+    win.deleteLater()

@@ -36,14 +36,17 @@ def window_for(qtbot, home):
         win.deleteLater()
 
 
-def test_tabs_and_placeholders_say_what_they_will_show(window_for):
+def test_every_tool_is_a_tab_of_its_own(window_for):
     win = window_for()
     titles = [win.tabs.tabText(i) for i in range(win.tabs.count())]
-    assert titles == ["Dashboard", "Nodes", "Workloads", "Benchmarks", "Topology"]
-    assert win.tabs.widget(2) is win.workloads
-    assert win.tabs.widget(3) is win.benchmarks and win.tabs.widget(4) is win.cluster
+    assert titles == ["Dashboard", "Nodes", "Workloads", "Chat", "Benchmarks", "Planner", "Switchyard", "Topology"]
+    assert [win.tabs.widget(i) for i in range(win.tabs.count())] == [
+        win.dashboard, win.nodes_panel, win.workloads, win.chat, win.benchmarks, win.planner, win.switchyard,
+        win.cluster,
+    ]  # fmt: skip
+    # Not also tucked inside another tab.
+    assert not win.dashboard.isAncestorOf(win.switchyard) and not win.benchmarks.isAncestorOf(win.planner)
     assert win.cluster.pages.widget(1) is win.topology  # the live topology, a page of the cluster assistant
-    assert set(win.placeholders) == set()
 
 
 def test_closing_with_a_tray_hides_says_so_once_and_quit_ends(qtbot, window_for):
@@ -167,3 +170,25 @@ def test_the_memory_unit_picked_on_the_dashboard_is_remembered(qtbot, window_for
         lambda: settings_path().exists() and load_settings().memory_unit is MemoryUnit.GIB, timeout=10_000
     )
     assert window_for(settings=load_settings()).dashboard.memory_unit is MemoryUnit.GIB
+
+
+def test_a_finished_deploy_has_the_nodes_feed_try_its_agent_at_once(window_for):
+    win = window_for()
+    asked = []
+    win.feeds.retry_now = asked.append
+    win.nodes_panel.deployed.emit(["spark-1", "spark-2"])
+    assert asked == ["spark-1", "spark-2"]
+
+
+def test_the_chat_tab_lists_what_the_workloads_and_switchyard_tabs_read(window_for):
+    from types import SimpleNamespace as NS
+
+    from sparksync.core.workloads.workload_store import Endpoint
+
+    win = window_for()
+    endpoint = Endpoint(group="llamacpp-single", node="spark-2", host="127.0.0.1", port=8080)
+    win.workloads.rows_shown.emit([NS(view=NS(state="ready", workload_id="w-1", record=NS(endpoints=[endpoint])))])
+    win.switchyard.readings_shown.emit([NS(key="g", label="at http://127.0.0.1:9000", origin="url",
+                                           url="http://127.0.0.1:9000", problem=None)])  # fmt: skip
+    assert [t.label for t in win.chat.targets] == ["w-1 · llamacpp-single on spark-2",
+                                                   "Switchyard gateway at http://127.0.0.1:9000"]  # fmt: skip

@@ -49,6 +49,11 @@ class TalkingNode(FakeNodeClient):
                 status.state, status.exit_code = RankState.failed, 1
                 status.message = "exited with status 1"
 
+    def finish(self, workload_id: str) -> None:
+        """Every rank here ends by itself with status 0 (a training job that is done)."""
+        for status in self.ranks[workload_id].values():
+            status.state, status.exit_code = RankState.exited, 0
+
 
 @pytest.fixture
 def panel_for(qtbot, home):
@@ -230,6 +235,28 @@ def test_a_rank_that_fails_later_reaches_the_notifier_and_the_rest_is_stopped(pa
     assert ("spark-2", view.workload_id) in cluster.what("stop")  # whole or not at all
     assert panel.table.state_of(view.workload_id) == "failed"
     assert len(failures) == 1  # told once, not at every reading
+    # The details pane shows the failed process's reason in full, wrapped, whatever the column's width.
+    panel.table.select(view.workload_id, "llamacpp-rpc-1.0.llama-server")
+    assert "exited with status 1" in panel.detail.text() and panel.detail.wordWrap()
+    assert "spark-1" in panel.detail.text()
+
+
+def test_a_workload_that_ends_by_itself_is_told_and_one_stopped_here_is_not(panel_for, qtbot):
+    cluster = TalkingCluster(NODES)
+    panel = panel_for(cluster)
+    ended = []
+    panel.workload_ended.connect(lambda wid, how: ended.append((wid, how)))
+    choose(panel, "llamacpp-single", ["spark-1"])
+    view = start(qtbot, panel)
+    wait_state(qtbot, panel, view.workload_id, "ready")
+    cluster.clients["spark-1"].finish(view.workload_id)
+    qtbot.waitUntil(lambda: bool(ended), timeout=WAIT_MS)
+    assert ended == [(view.workload_id, "exited")]
+    second = start(qtbot, panel)
+    wait_state(qtbot, panel, second.workload_id, "ready")
+    panel.stop(second.workload_id)
+    wait_state(qtbot, panel, second.workload_id, "stopped")
+    assert ended == [(view.workload_id, "exited")]  # the user's own stop is no news
 
 
 def test_a_start_with_no_node_is_refused_in_words(panel_for, qtbot):

@@ -18,7 +18,7 @@ _spec.loader.exec_module(entry)
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        ([], ("gui", [])),  # what the desktop entry runs
+        ([], ("default", [])),  # what the desktop entry runs: the app where a display is, else the help
         (["gui", "--exit-after-first-sample"], ("gui", ["--exit-after-first-sample"])),
         (["--version"], ("cli", ["--version"])),
         (["node", "status", "--json"], ("cli", ["node", "status", "--json"])),

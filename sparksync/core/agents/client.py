@@ -92,8 +92,12 @@ class AgentClient:
         *,
         stream_read_timeout: float = DEFAULT_STREAM_READ_TIMEOUT,
         transport: httpx.BaseTransport | None = None,
+        label: str | None = None,
     ):
         self.base_url = base_url.rstrip("/")
+        # Who the user knows this agent as ("spark-2", "this computer"): errors name it, not the tunnel's
+        # loopback port, which means nothing to them.
+        self.label = label
         self.timeout = timeout
         self.stream_read_timeout = stream_read_timeout
         self._streams: set[TelemetryStream] = set()
@@ -111,6 +115,11 @@ class AgentClient:
     def __repr__(self) -> str:  # never show the token
         return f"AgentClient({self.base_url!r})"
 
+    @property
+    def where(self) -> str:
+        """How errors name the agent: "on spark-2", or "at http://127.0.0.1:PORT" without a label."""
+        return f"on {self.label}" if self.label else f"at {self.base_url}"
+
     # --- requests ----------------------------------------------------------
 
     def hello(self) -> HelloReply:
@@ -119,7 +128,7 @@ class AgentClient:
         reply = self._call("POST", "/v1/hello", HelloReply, "saying hello", json=body)
         if not _same_major(reply.protocol_version):
             raise ProtocolMismatchError(
-                f"the agent at {self.base_url} speaks protocol {reply.protocol_version} "
+                f"the agent {self.where} speaks protocol {reply.protocol_version} "
                 f"(agent {reply.agent_version}), this client speaks {PROTOCOL_VERSION}. "
                 "Update SparkSync or the agent so both speak the same MAJOR version."
             )
@@ -218,14 +227,14 @@ class AgentClient:
             except (httpx.TransportError, SSEError) as exc:
                 failures += 1
                 if failures > LOG_STREAM_RETRIES:
-                    raise unreachable(self.base_url, f"streaming logs of {workload_id}", exc) from exc
+                    raise unreachable(self.where, f"streaming logs of {workload_id}", exc) from exc
                 time.sleep(min(5.0, 0.25 * 2**failures))
 
     def _log_events(self, workload_id: str, name: str | None, since: int | None) -> Iterator[LogItem]:
         params = {k: v for k, v in {"name": name, "since": since}.items() if v is not None}
         path = f"/v1/workloads/{workload_id}/logs/stream"
         with connect_sse(self._http, "GET", path, params=params, timeout=self.stream_timeout()) as source:
-            check_answer(source.response, self.base_url, f"streaming logs of {workload_id}")
+            check_answer(source.response, self.where, f"streaming logs of {workload_id}")
             for event in source.iter_sse():
                 if event.event == "line":
                     yield LogLine.model_validate_json(event.data)
@@ -342,14 +351,14 @@ class AgentClient:
         return httpx.Timeout(self.timeout, read=self.stream_read_timeout)
 
     def _call(self, method: str, path: str, model: type[M], what: str, **kwargs) -> M:
-        return parse_answer(self._send(method, path, what, **kwargs), model, self.base_url, what)
+        return parse_answer(self._send(method, path, what, **kwargs), model, self.where, what)
 
     def _send(self, method: str, path: str, what: str, **kwargs) -> httpx.Response:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise unreachable(self.base_url, what, exc) from exc
-        return check_answer(response, self.base_url, what)
+            raise unreachable(self.where, what, exc) from exc
+        return check_answer(response, self.where, what)
 
     def _forget(self, stream: TelemetryStream) -> None:
         with self._lock:

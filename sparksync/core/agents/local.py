@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sparksync.core.base import paths
 from sparksync.core.agents.client import AgentClient
+from sparksync.core.agents.this_computer import LOCAL_NODE_NAME
 from sparksync.core.base.errors import (
     AgentUnreachableError,
     LocalAgentCancelled,
@@ -108,7 +109,7 @@ class LocalAgent:
 
     def client(self, timeout: float = 5.0) -> AgentClient:
         """A client for this agent; the caller closes it."""
-        return AgentClient(self.base_url, self._require_token(), timeout=timeout)
+        return AgentClient(self.base_url, self._require_token(), timeout=timeout, label=LOCAL_NODE_NAME)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         """The last lines the agent we started wrote to its log."""

@@ -249,9 +249,10 @@ class SshLink(AgentLink):
         )
         url = f"http://127.0.0.1:{self._tunnel.local_port}"
         if self.stream_read_timeout is None:
-            client = AgentClient(url, target.token, self.agent_timeout)
+            client = AgentClient(url, target.token, self.agent_timeout, label=name)
         else:
-            client = AgentClient(url, target.token, self.agent_timeout, stream_read_timeout=self.stream_read_timeout)
+            client = AgentClient(url, target.token, self.agent_timeout, stream_read_timeout=self.stream_read_timeout,
+                                 label=name)  # fmt: skip
         self._client, self._target = client, target
         return client
 

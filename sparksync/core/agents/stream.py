@@ -163,7 +163,7 @@ class TelemetryStream:
             if self._delivered:  # a healthy session earns a fresh, short backoff
                 delays = self._backoff.delays()
             delay = next(delays)
-            log.info("telemetry stream from %s dropped (%s); retrying in %.2f s", self._client.base_url, error, delay)
+            log.info("telemetry stream from %s dropped (%s); retrying in %.2f s", self._client.where, error, delay)
             yield Disconnected(error, delay)
             if self._stopped.wait(delay):
                 return
@@ -190,7 +190,7 @@ class TelemetryStream:
         except httpx.TransportError as exc:
             if self._stopped.is_set():
                 return
-            raise unreachable(self._client.base_url, what, exc) from exc
+            raise unreachable(self._client.where, what, exc) from exc
         except SSEError as exc:
             raise ProtocolMismatchError(
                 f"the agent at {self._client.base_url} did not answer the telemetry stream with "
@@ -204,7 +204,7 @@ class TelemetryStream:
             # 409 since protocol 1.5; agents before it answered 400.
             if response.status_code in (400, 409) and error_code(response) == "unknown_since":
                 yield from self._resync(response)
-            check_answer(response, self._client.base_url, "opening the telemetry stream")
+            check_answer(response, self._client.where, "opening the telemetry stream")
         self._attach(response)
         yield Connected(self._run_id or "", self._since)
 
@@ -213,7 +213,7 @@ class TelemetryStream:
         # request. A same run_id means the caller's since was simply wrong.
         hello = self._client.hello()
         if hello.run_id == self._run_id:
-            check_answer(response, self._client.base_url, "resuming the telemetry stream")
+            check_answer(response, self._client.where, "resuming the telemetry stream")
         yield from self._check_run(hello.run_id)
         raise _Resync()
 
@@ -235,7 +235,7 @@ class TelemetryStream:
 
     def _check_run(self, run_id: str) -> Iterator[StreamItem]:
         if self._run_id is not None and run_id != self._run_id:
-            log.info("agent at %s restarted (run %s -> %s)", self._client.base_url, self._run_id, run_id)
+            log.info("agent at %s restarted (run %s -> %s)", self._client.where, self._run_id, run_id)
             old, self._run_id, self._since = self._run_id, run_id, 0
             yield Restarted(old, run_id)
         self._run_id = run_id
@@ -247,7 +247,7 @@ class TelemetryStream:
         try:
             return model.model_validate_json(data)
         except ValidationError as exc:
-            raise unreadable(model.__name__, self._client.base_url, "reading the telemetry stream", exc) from exc
+            raise unreadable(model.__name__, self._client.where, "reading the telemetry stream", exc) from exc
 
     def _attach(self, response: httpx.Response | None) -> None:
         with self._lock:

@@ -193,6 +193,18 @@ class TelemetryFollower:
         with self._lock:
             return list(self._followers)
 
+    def retry_now(self, name: str) -> bool:
+        """Cut ``name``'s wait before its next connection attempt short (its agent was just deployed, say).
+
+        False when ``name`` is not followed. A node that is live is left as it is.
+        """
+        with self._lock:
+            follower = self._followers.get(name)
+        if follower is None:
+            return False
+        follower.wake()
+        return True
+
     def request_stop(self) -> None:
         """Ask every node's thread to end; returns at once (any thread)."""
         with self._lock:
@@ -245,6 +257,7 @@ class _NodeFollower:
         self.emit = emit
         self.retry, self.stream_retry = retry, stream_retry
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by stop or retry_now: the wait between attempts ends early
         self._lock = threading.Lock()
         self._stream: TelemetryStream | None = None
         self._run_id: str | None = None
@@ -263,8 +276,12 @@ class _NodeFollower:
     def request_stop(self) -> None:
         with self._lock:
             self._stop.set()
+            self._wake.set()
             if self._stream is not None:
                 self._stream.close()
+
+    def wake(self) -> None:
+        self._wake.set()
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread.is_alive():
@@ -312,8 +329,12 @@ class _NodeFollower:
                 return
             delay = next(delays)
             self.emit(Retrying(self.name, delay))
-            if self._stop.wait(delay):
+            woken = self._wake.wait(delay)
+            self._wake.clear()
+            if self._stop.is_set():
                 return
+            if woken:  # asked to try again now: the next failures start from a short wait again
+                delays, reread = self.retry.delays(), True
 
     def _snapshot(self, link: AgentLink, client: AgentClient) -> Snapshot:
         try:

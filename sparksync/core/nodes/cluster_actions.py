@@ -9,6 +9,8 @@ that method's options and output, nothing more:
     pair                            sparksync node pair
     deploy (progress: deploy_feed)  sparksync node deploy
     connect_all / disconnect_all    sparksync node connect / sparksync node status
+    connect / disconnect            one node (the tray's toggle)
+    events                          news for notifications (the fabric tells a degraded link)
     fleet                           the live node states (sparksync node status)
     open_terminal                   sparksync node ssh NAME
     open_app / close_app            sparksync app open (closes on Ctrl-C)
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparksync.core.deploy.feed import DeployFeed, finished
+from sparksync.core.nodes.cluster_events import ClusterEvents
 from sparksync.core.base.errors import SparkSyncError
 
 if TYPE_CHECKING:
@@ -81,6 +84,7 @@ class ClusterActions:
         self._closed = False
         self.deploy_feed = DeployFeed()  # per-node progress of every deploy started here
         self.discovery: Discovery | None = None  # the app's, once browsing: pairing cross-checks with it
+        self.events = ClusterEvents()  # news for notifications (a degraded fabric link, ...)
 
     @property
     def registry(self) -> Registry:
@@ -219,11 +223,22 @@ class ClusterActions:
         Through the fleet's check, so the node list and the tray learn every node's state too
         (a node whose agent is down is connected, and shows as degraded with the reason).
         """
-        reports = self.fleet().check_all(timeout=timeout)
+        return self.connect_all_of(None, timeout)
+
+    def connect(self, name: str, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
+        """Connect one paired node: None (its SSH link is up) or why not; its state is told as for all."""
+        return self.connect_all_of([name], timeout).get(name, f"{name} is not a paired node")
+
+    def connect_all_of(self, names: list[str] | None, timeout: float = CONNECT_TIMEOUT_S) -> dict[str, str | None]:
+        reports = self.fleet().check_all(names, timeout=timeout)
         return {
             r.node.name: None if r.status.reachable else (r.status.reason or r.status.state.value)
             for r in reports
         }
+
+    def disconnect(self, name: str) -> None:
+        """Close one node's apps and drop its SSH transport (the next use connects again)."""
+        self._drop(name)
 
     def disconnect_all(self) -> None:
         """Close every app and drop every node's transport (the next use connects again)."""

@@ -48,7 +48,6 @@ from sparksync.gui.benchmarks.runs_table import RunsTable
 from sparksync.gui.benchmarks.scaling_chart import ScalingChart
 from sparksync.gui.benchmarks.switchyard_evals import SwitchyardEvals
 from sparksync.gui.benchmarks.tables import fill_table
-from sparksync.gui.planner.planner_panel import PlannerPanel
 from sparksync.gui.workers import Jobs
 
 log = logging.getLogger(__name__)
@@ -57,6 +56,9 @@ PROGRESS_STEPS = 1000
 RUNS_WIDTH = 560  # the run list's first width: id to % of bound in view
 TRACE_NAME = "benchmark"  # the dashboard's tokens/s series: tok.workload.benchmark
 QUIT_WAIT_S = 30.0  # llama-benchy's SIGINT grace plus storing the partial run
+SCALING_TAB, COMPARE_TAB = 1, 2
+SCALING_HINT = "Select a run of a scale sweep (sparksync bench scale), or several runs of one model, on the left."
+COMPARE_HINT = "Select two runs on the left (Ctrl-click the second) to see them side by side."
 EXPORT_FORMATS = (("CSV", "csv"), ("JSON", "json"), ("Markdown", "md"), ("PNG chart", "png"))
 
 
@@ -106,16 +108,17 @@ class BenchmarksPanel(QWidget):
         self.scaling_flags.setStyleSheet("color: #b00020;")
         self.scaling_flags.hide()
         self.compare_table = QTableWidget(self)
-        self.compare_notes = QLabel("Select two runs and press Compare.", self)
+        self.compare_notes = QLabel(COMPARE_HINT, self)
         self.compare_notes.setWordWrap(True)
+        self.scaling_notes = QLabel(SCALING_HINT, self)
+        self.scaling_notes.setWordWrap(True)
+        # The one way to a scaling chart or a comparison: its tab, over the runs selected on the left.
         self.views = QTabWidget(self)
         self.views.addTab(self.details, "Details")
-        self.views.addTab(_stack(self, self.chart, _stack(self, self.scaling_flags, self.scaling_table, (0, 1)),
-                                 stretch=(3, 2)), "Scaling")
+        self.views.addTab(_stack(self, self.scaling_notes, self.chart, self.scaling_flags, self.scaling_table,
+                                 stretch=(0, 3, 0, 2)), "Scaling")
         self.views.addTab(_stack(self, self.compare_notes, self.compare_table, stretch=(0, 1)), "Compare")
-        self.planner = PlannerPanel(self)  # the bounds beside each figure come from here
-        self.views.addTab(self.planner, "Planner")
-        self.planner.error_raised.connect(self.error_raised)
+        self.views.currentChanged.connect(self._on_views_current_changed)
         self.switchyard = SwitchyardEvals(self.history_path, self)  # `switchyard eval` results
         self.views.addTab(self.switchyard, "Switchyard")
         self.switchyard.error_raised.connect(self.error_raised)
@@ -136,12 +139,6 @@ class BenchmarksPanel(QWidget):
         self.run_button.clicked.connect(self.open_run_dialog)
         self.refresh_button = QPushButton("Refresh", self)
         self.refresh_button.clicked.connect(self.reload)
-        self.scaling_button = QPushButton("Scaling", self)
-        self.scaling_button.setToolTip("Scaling chart of the selected sweep run, or of the selected runs")
-        self.scaling_button.clicked.connect(self.show_scaling_of_selection)
-        self.compare_button = QPushButton("Compare", self)
-        self.compare_button.setToolTip("The two selected runs side by side")
-        self.compare_button.clicked.connect(self.compare_selection)
         self.export_button = QToolButton(self)
         self.export_button.setText("Export")
         self.export_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -150,8 +147,7 @@ class BenchmarksPanel(QWidget):
             menu.addAction(text, lambda fmt=fmt: self.ask_export(fmt))
         self.export_button.setMenu(menu)
         row = QHBoxLayout()
-        for widget in (self.run_button, self.refresh_button, self.scaling_button, self.compare_button,
-                       self.export_button):
+        for widget in (self.run_button, self.refresh_button, self.export_button):
             row.addWidget(widget)
         row.addStretch(1)
         return row
@@ -193,20 +189,6 @@ class BenchmarksPanel(QWidget):
     def compare(self, a: int, b: int) -> None:
         path = self.history_path
         self.jobs.run("comparison", lambda: history_calls.comparison_of(path, a, b), self._on_comparison_made)
-
-    def show_scaling_of_selection(self) -> None:
-        ids = self.runs.selected_ids()
-        if not ids:
-            self._tell("Select a run of a scale sweep, or several runs of one model, first.")
-            return
-        self.show_scaling(ids)
-
-    def compare_selection(self) -> None:
-        ids = self.runs.selected_ids()
-        if len(ids) != 2:
-            self._tell(f"Select exactly two runs to compare ({len(ids)} selected).")
-            return
-        self.compare(ids[1], ids[0])  # the older one first: ratios read as "new against old"
 
     # --- exports ------------------------------------------------------------------------
 
@@ -284,7 +266,7 @@ class BenchmarksPanel(QWidget):
 
     def wait(self, timeout: float = 60.0) -> bool:
         """For tests and shutdown: wait for every worker (never from a slot)."""
-        done = self.jobs.wait(timeout) and self.planner.jobs.wait(timeout) and self.switchyard.wait(timeout)
+        done = self.jobs.wait(timeout) and self.switchyard.wait(timeout)
         return (self.job.wait(timeout) if self.job is not None else True) and done
 
     # --- slots --------------------------------------------------------------------------
@@ -303,14 +285,31 @@ class BenchmarksPanel(QWidget):
         self.runs_loaded.emit(items)
 
     def _on_runs_selection_changed(self, *_args) -> None:
+        self._show_selection()
+
+    def _on_views_current_changed(self, _index: int) -> None:
+        self._show_selection(quiet=True)
+
+    def _show_selection(self, quiet: bool = False) -> None:
+        """What the current tab shows of the selected runs: a run's details, their scaling, or two compared."""
         ids = self.runs.selected_ids()
+        index = self.views.currentIndex()
+        if index == SCALING_TAB:
+            if ids:
+                self.show_scaling(ids)
+            return
+        if index == COMPARE_TAB:
+            if len(ids) == 2:
+                self.compare(ids[1], ids[0])  # the older one first: ratios read as "new against old"
+            elif ids and not quiet:
+                self._tell(f"Select exactly two runs to compare ({len(ids)} selected).")
+            return
         if len(ids) == 1:
             self.open_run(ids[0])
 
     def _on_run_read(self, record: RunRecord) -> None:
         self.record = record
         self.details.setHtml(run_html(record))
-        self.views.setCurrentWidget(self.details)
         self.run_shown.emit(record)
 
     def _on_scaling_made(self, report: ScalingReport) -> None:
@@ -321,7 +320,8 @@ class BenchmarksPanel(QWidget):
                    for row in report.rows for flag in row.flags]
         self.scaling_flags.setText("\n".join(f"⚠ {line}" for line in flagged))
         self.scaling_flags.setVisible(bool(flagged))
-        self.views.setCurrentIndex(1)
+        self.scaling_notes.setText(SCALING_HINT)
+        self.views.setCurrentIndex(SCALING_TAB)
         self.scaling_shown.emit(report)
 
     def _on_comparison_made(self, comparison: Comparison) -> None:
@@ -329,7 +329,7 @@ class BenchmarksPanel(QWidget):
         table = tables_of(comparison)[0]
         fill_table(self.compare_table, table)
         self.compare_notes.setText(table.title + "".join(f"\n• {note}" for note in table.notes))
-        self.views.setCurrentIndex(2)
+        self.views.setCurrentIndex(COMPARE_TAB)
         self.comparison_shown.emit(comparison)
 
     def _on_export_written(self, path: Path) -> None:
@@ -380,12 +380,12 @@ class BenchmarksPanel(QWidget):
         self.progress_label.setText(message)
 
 
-def _stack(parent: QWidget, top: QWidget, bottom: QWidget, stretch: tuple[int, int]) -> QWidget:
+def _stack(parent: QWidget, *widgets: QWidget, stretch: tuple[int, ...]) -> QWidget:
     holder = QWidget(parent)
     column = QVBoxLayout(holder)
     column.setContentsMargins(0, 0, 0, 0)
-    column.addWidget(top, stretch[0])
-    column.addWidget(bottom, stretch[1])
+    for widget, factor in zip(widgets, stretch, strict=True):
+        column.addWidget(widget, factor)
     return holder
 
 

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QItemSelection,
+    QItemSelectionModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    Qt,
+)
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QAbstractItemView, QTableView, QWidget
 
@@ -101,6 +108,15 @@ class RunsTable(QTableView):
             if item.id == run_id:
                 self.selectRow(row)
                 return
+
+
+    def select_ids(self, run_ids: list[int]) -> None:
+        """Select these runs together (as Ctrl-click would), e.g. two to compare."""
+        selection = QItemSelection()
+        for row, item in enumerate(self.items):
+            if item.id in run_ids:
+                selection.select(self.model().index(row, 0), self.model().index(row, self.model().columnCount() - 1))
+        self.selectionModel().select(selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)
 
 
 def row_texts(item: RunListItem) -> list[str]:

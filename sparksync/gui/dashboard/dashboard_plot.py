@@ -19,6 +19,7 @@ from sparksync.core.telemetry import DashboardModel
 from sparksync.core.base import MemoryUnit
 from sparksync.gui.dashboard.palette import BACKGROUND, FOREGROUND
 from sparksync.gui.dashboard.plot_specs import PlotSpec, memory_scale
+from sparksync.gui.dashboard.time_axis import TimeAxis
 
 CurveKey = tuple[str, str]  # (node, series name)
 HEADROOM = 1.1  # the top of the Y axis, over the largest visible value
@@ -28,7 +29,7 @@ GAP_COLOUR, GAP_EDGE = (230, 126, 34, 45), (230, 126, 34, 160)  # an orange wash
 
 class DashboardPlot(pg.PlotWidget):
     def __init__(self, spec: PlotSpec, memory_unit: MemoryUnit, parent: QWidget | None = None):
-        super().__init__(parent, background=BACKGROUND, axisItems={"bottom": pg.DateAxisItem()})
+        super().__init__(parent, background=BACKGROUND, axisItems={"bottom": TimeAxis()})
         self.spec = spec
         self.setObjectName(f"plot_{spec.key}")
         self.curves: dict[CurveKey, pg.PlotDataItem] = {}
@@ -60,6 +61,11 @@ class DashboardPlot(pg.PlotWidget):
         self.gaps: list[pg.LinearRegionItem] = []
         self.placeholder = pg.TextItem("", color="#8a9099", anchor=(0.5, 0.5))
         item.addItem(self.placeholder, ignoreBounds=True)
+        # One entry per node (its colour); the title names the line styles. Cached: it rarely changes.
+        self.legend = item.addLegend(offset=(6, 4), labelTextColor=FOREGROUND, labelTextSize="8pt",
+                                     brush=pg.mkBrush(16, 20, 24, 190), verSpacing=-6)
+        self.legend.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        self.legend_names: list[str] = []
         self.set_memory_unit(memory_unit)
         self.set_title(spec.title)
         if spec.y_range is not None:
@@ -106,6 +112,17 @@ class DashboardPlot(pg.PlotWidget):
 
     # --- curves -------------------------------------------------------------------
 
+    def set_tick_width(self, width: float | None) -> None:
+        """Choose the time ticks as for a plot ``width`` pixels wide, so every plot shows the same ticks."""
+        self.getPlotItem().getAxis("bottom").set_tick_width(width)
+
+    def add_legend_entry(self, label: str, pen) -> None:
+        """A legend line for ``label`` (a node) in its colour, once."""
+        if label in self.legend_names:
+            return
+        self.legend_names.append(label)
+        self.legend.addItem(pg.PlotDataItem(pen=pen), label)
+
     def add_curve(self, key: CurveKey, pen) -> pg.PlotDataItem:
         # One bin per pixel column (pyqtgraph's default is five); "peak" keeps each bin's min and max,
         # so no spike is lost while a 10-minute window of 10 Hz samples costs ~2 points per pixel.
@@ -135,7 +152,8 @@ class DashboardPlot(pg.PlotWidget):
                 y = y / self._scale
             curve.setData(x, y)
             points += len(x)
-            top = max(top, _finite_max(y))
+            if not name.startswith(self.spec.fit_ignores):
+                top = max(top, _finite_max(y))
         self._fit_y(top)
         # Move the view now rather than from inside the paint, where pyqtgraph would move it and
         # thereby ask for a second paint of the same plot (every draw would be painted twice).

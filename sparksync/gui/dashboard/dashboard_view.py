@@ -42,6 +42,8 @@ from sparksync.core.telemetry import (
     CLUSTER,
     CLUSTER_LABEL,
     KINDS,
+    MEMORY_TOTAL,
+    TOKENS_TOTAL,
     DashboardModel,
     export_csv,
     kind_of,
@@ -54,7 +56,7 @@ from sparksync.gui.dashboard.background import BackgroundJobs
 from sparksync.gui.dashboard.dashboard_plot import DashboardPlot
 from sparksync.gui.dashboard.hover_readout import HoverReadout
 from sparksync.gui.dashboard.palette import CLUSTER_COLOUR, node_colour, pen, shade
-from sparksync.gui.dashboard.plot_specs import ORDER, plot_specs
+from sparksync.gui.dashboard.plot_specs import ORDER, plot_specs, utilisation_title
 from sparksync.gui.dashboard.series_toggles import SeriesToggles
 from sparksync.gui.dashboard.window_picker import DEFAULT_WINDOW_S, WindowPicker
 
@@ -92,6 +94,7 @@ class DashboardView(QWidget):
         self._frame: tuple[float, float] | None = None  # the range on screen
         self._pending: list[str] = []  # plots still to redraw in this frame
         self._last_frame_at = -math.inf
+        self._tick_width: float | None = None  # see _narrowest_plot
         self._colours: dict[str, object] = {}
         self._instances: dict[tuple[str, str], list[str]] = {}  # (node, kind) -> instances in order
         self._gaps_shown = 0  # the model's gaps already marked on the plots
@@ -156,10 +159,6 @@ class DashboardView(QWidget):
     def add_banner(self, widget: QWidget) -> None:
         """Put a strip (e.g. "Run a model on this computer") above the plots' controls."""
         self._right.insertWidget(0, widget)
-
-    def add_section(self, widget: QWidget) -> None:
-        """Put a section (e.g. the Switchyard gateways) below the plots."""
-        self._right.addWidget(widget)
 
     def _controls(self) -> QHBoxLayout:
         bar = QHBoxLayout()
@@ -317,6 +316,12 @@ class DashboardView(QWidget):
         t0 = max(t1 - self.window_s, min(self.model.earliest_ts, t1 - MIN_SPAN_S))
         self._frame = (t0, t1)
         self._pending = [key for key in ORDER if self._has_place(key)]
+        self._tick_width = self._narrowest_plot()
+
+    def _narrowest_plot(self) -> float | None:
+        """The width every plot's time ticks are chosen for: the narrowest shown plot's."""
+        widths = [p.view_box.width() for k, p in self.plots.items() if self._has_place(k) and p.view_box.width() > 0]
+        return min(widths) if widths else None
 
     def _redraw_all_now(self) -> None:
         """Redraw every plot at once (a user action on a frozen view; not the live path)."""
@@ -324,6 +329,7 @@ class DashboardView(QWidget):
         if self._frame is None:
             return
         self._pending = []
+        self._tick_width = self._narrowest_plot()
         for key in ORDER:
             if self._has_place(key):
                 self._draw_plot(key)
@@ -332,10 +338,24 @@ class DashboardView(QWidget):
     def _draw_plot(self, key: str) -> None:
         plot = self.plots[key]
         t0, t1 = self._frame
+        plot.set_tick_width(self._tick_width)
         points = plot.draw(self.model, t0, t1, self.shown)
         if key == "cluster_memory":
             plot.set_title(self._cluster_title())
+        elif key == "memory":
+            plot.set_title(self._memory_title())
+        elif key == "utilisation":
+            plot.set_title(utilisation_title(any(n[1].startswith("gpu.util") for n in plot.curves)))
         self.plot_drawn.emit(key, points)
+
+    def _memory_title(self) -> str:
+        """Each node's used memory; the totals (the dashed lines, above the axis while far) in words."""
+        totals = sorted({t for n in self.model.nodes if (t := self.model.latest(n, MEMORY_TOTAL)) is not None})
+        title = self.specs["memory"].title
+        if not totals:
+            return title
+        low, high = format_bytes(totals[0], self.memory_unit), format_bytes(totals[-1], self.memory_unit)
+        return f"{title}, of {low}" + ("" if low == high else f" to {high}") + " (total dashed)"
 
     def _cluster_title(self) -> str:
         used, capacity = self.model.used_bytes(), self.model.capacity_bytes()
@@ -380,7 +400,14 @@ class DashboardView(QWidget):
             return False
         kind, instance = split_name(name)
         self.toggles.add_kind(kind)
-        plot.add_curve((node, name), pen(self._curve_colour(node, kind, instance), KINDS[kind].style))
+        colour = self._curve_colour(node, kind, instance)
+        plot.add_curve((node, name), pen(colour, KINDS[kind].style))
+        if kind == "tok.workload":  # the workloads share the cluster's curves: each names itself
+            plot.add_legend_entry(instance or name, pen(colour, "solid"))
+        elif kind == TOKENS_TOTAL:
+            plot.add_legend_entry("all workloads", pen(colour, KINDS[kind].style))
+        else:
+            plot.add_legend_entry(CLUSTER_LABEL if node == CLUSTER else node, pen(self._colours[node], "solid"))
         return True
 
     def _curve_colour(self, node: str, kind: str, instance: str | None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparksync.core.base import MemoryUnit
+from sparksync.core.telemetry import MEMORY_TOTAL
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class PlotSpec:
     y_range: tuple[float, float] | None = None  # fixed range; None follows the data, from 0
     always: bool = False  # shown even before any series exists (a placeholder)
     placeholder: str = ""
+    # Series the Y axis is not fitted to: a node's memory total would squash its used line flat
+    # at the bottom (the title gives the totals instead; a total near the used line still shows).
+    fit_ignores: tuple[str, ...] = ()
 
 
 ORDER = ("memory", "cluster_memory", "network", "rdma", "utilisation", "tokens", "gpu_temp", "gpu_power")
@@ -30,10 +34,10 @@ ORDER = ("memory", "cluster_memory", "network", "rdma", "utilisation", "tokens",
 def plot_specs(memory_unit: MemoryUnit) -> dict[str, PlotSpec]:
     mem = memory_unit.value
     specs = (
-        PlotSpec("memory", "Unified memory per node", "memory", mem),
-        PlotSpec("cluster_memory", "Cluster memory", "memory", mem),
-        PlotSpec("network", "Network per interface", "link rate", "b/s", si_prefix=True),
-        PlotSpec("rdma", "RDMA per port", "RDMA rate", "b/s", si_prefix=True),
+        PlotSpec("memory", "Unified memory used per node", "memory", mem, fit_ignores=(MEMORY_TOTAL,)),
+        PlotSpec("cluster_memory", "Cluster memory", "memory", mem, fit_ignores=(MEMORY_TOTAL,)),
+        PlotSpec("network", "Network per interface (rx solid, tx dashed)", "link rate", "b/s", si_prefix=True),
+        PlotSpec("rdma", "RDMA per port (rx solid, tx dashed)", "RDMA rate", "b/s", si_prefix=True),
         PlotSpec("utilisation", "CPU and GPU utilisation", "utilisation", "%", y_range=(0, 100)),
         PlotSpec(
             "tokens", "Tokens per second", "throughput", "tok/s", always=True,
@@ -43,6 +47,11 @@ def plot_specs(memory_unit: MemoryUnit) -> dict[str, PlotSpec]:
         PlotSpec("gpu_power", "GPU power", "power", "W"),
     )  # fmt: skip
     return {s.key: s for s in specs}
+
+
+def utilisation_title(has_gpu: bool) -> str:
+    """The utilisation plot says when no node reports a GPU, rather than promising a GPU line."""
+    return "CPU and GPU utilisation (CPU solid, GPU dotted)" if has_gpu else "CPU utilisation (no GPU)"
 
 
 def memory_scale(key: str, memory_unit: MemoryUnit) -> float:

@@ -58,6 +58,7 @@ class DeployProgressPanel(QGroupBox):
         bottom.addWidget(self.cancel_button)
         outer.addLayout(bottom)
         self.bars: dict[str, QProgressBar] = {}
+        self.errors: dict[str, QLabel] = {}  # a node's failure, word-wrapped under its bar
         self._unsubscribe: list[Callable[[], None]] = []
         self.progress_received.connect(self.show_progress)
 
@@ -77,6 +78,7 @@ class DeployProgressPanel(QGroupBox):
             bar.setValue(0)
             bar.setFormat("waiting")
             bar.setToolTip("")
+            self.errors[name].hide()
         self.summary.setText(f"Deploying the agent to {len(names)} node(s)…")
         self.cancel_button.setEnabled(True)
         self.cancel_button.show()
@@ -98,8 +100,11 @@ class DeployProgressPanel(QGroupBox):
         else:
             bar.setRange(0, 1000)
             bar.setValue(1000 if step.done else round(max(0.0, min(1.0, step.fraction or 0.0)) * 1000))
+        error = self.errors[step.node]
+        error.setVisible(bool(step.error))
+        error.setText(step.error or "")
         if step.error:
-            text = f"failed: {step.error}"
+            text = "failed (why below)"  # a long error would be clipped inside the bar: it wraps below it
         elif step.done:
             text = "done"
         else:
@@ -112,6 +117,18 @@ class DeployProgressPanel(QGroupBox):
         bar.setObjectName(f"deploy_{node}")
         bar.setTextVisible(True)
         self.bars[node] = bar
-        self._form.addRow(f"{node}:", bar)
+        error = QLabel("", self)
+        error.setObjectName(f"deployError_{node}")
+        error.setWordWrap(True)
+        error.setStyleSheet("color: #c0392b")
+        error.setTextInteractionFlags(error.textInteractionFlags() | _SELECTABLE)
+        error.hide()
+        self.errors[node] = error
+        cell = QWidget(self)
+        column = QVBoxLayout(cell)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(bar)
+        column.addWidget(error)
+        self._form.addRow(f"{node}:", cell)
         self._empty.hide()
         return bar

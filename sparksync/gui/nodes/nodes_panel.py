@@ -56,6 +56,15 @@ log = logging.getLogger(__name__)
 COLUMNS = ("Name", "Address", "State", "Reason", "Last seen", "Agent")
 DEPLOY_TEXT, UPGRADE_TEXT = "Deploy agent", "Upgrade agent"
 LAST_SEEN_REFRESH_MS = 5000
+EMPTY_HINT = (
+    "<h3>No nodes yet</h3>"
+    "<p>While this tab is open, SparkSync looks for DGX Sparks on your network (mDNS): "
+    "each one it finds is listed here. Select it and click <b>Pair…</b>.</p>"
+    "<p>Not listed (mDNS blocked on your network)? Click <b>Pair…</b> and type its hostname or IP "
+    "address, e.g. <code>spark-1a2b.local</code>; or scan a subnet with "
+    "<code>sparksync node discover --scan 192.168.1.0/24</code>.</p>"
+    "<p>Once paired, <b>Deploy agent</b> installs SparkSync's agent on it.</p>"
+)
 STATE_COLOURS = {
     NodeState.ONLINE: "#2e7d32",
     NodeState.DEGRADED: "#b26a00",
@@ -69,6 +78,7 @@ class NodesPanel(QWidget):
     status_message = Signal(str)
     error_raised = Signal(str)
     paired_changed = Signal(list)  # the paired nodes, after each registry read
+    deployed = Signal(list)  # names of the nodes a deploy just put an agent on
     discovery_event = Signal(str, object)  # (event, DiscoveredNode), from any thread
     fleet_state = Signal(str, object)  # (node name, FleetState), from any thread
 
@@ -131,6 +141,12 @@ class NodesPanel(QWidget):
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._on_table_context_menu)
         layout.addWidget(self.table, 1)
+        self.empty_hint = QLabel(EMPTY_HINT, self)
+        self.empty_hint.setObjectName("nodesEmptyHint")
+        self.empty_hint.setWordWrap(True)
+        self.empty_hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_hint.setTextFormat(Qt.TextFormat.RichText)
+        layout.addWidget(self.empty_hint, 1)
         self.deploys = DeployProgressPanel(self)
         layout.addWidget(self.deploys)
         self._update_buttons()
@@ -200,6 +216,8 @@ class NodesPanel(QWidget):
             f"SparkSync manages at most {self.rows.max_nodes} nodes; unpair one to free a slot."
         )
         self.table.setRowCount(len(rows))
+        self.table.setVisible(bool(rows))
+        self.empty_hint.setVisible(not rows)
         for i, row in enumerate(rows):
             self._fill(i, row)
         if selected is not None:
@@ -280,6 +298,7 @@ class NodesPanel(QWidget):
         dialog.pairing_started.connect(lambda key: self.rows.set_pairing(key, True))
         dialog.pairing_ended.connect(lambda key: self.rows.set_pairing(key, False))
         dialog.paired.connect(self._on_pair_dialog_paired)
+        dialog.deploy_requested.connect(lambda name: self.deploy([name]))
         dialog.finished.connect(self._on_pair_dialog_finished)
         self.pair_dialog = dialog
         dialog.show()
@@ -416,6 +435,9 @@ class NodesPanel(QWidget):
         self.reload()  # the registry now records the deployed versions
 
     def _on_deployed(self, names: list[str], results: list) -> None:
+        ok = [result.node for result in results if result.ok]
+        if ok:
+            self.deployed.emit(ok)
         for result in results:
             if result.ok:
                 self.status_message.emit(

@@ -52,6 +52,7 @@ class PairDialog(QDialog):
     pairing_started = Signal(str)  # the node list's key for this pairing
     pairing_ended = Signal(str)
     paired = Signal(object)  # PairResult
+    deploy_requested = Signal(str)  # the paired node's name: "Deploy agent" was pressed
 
     def __init__(
         self,
@@ -68,6 +69,7 @@ class PairDialog(QDialog):
         self._discovered = discovered
         self.jobs = jobs or Jobs(self)  # the window's, so quitting waits for a pairing to end
         self.session: PairingSession | None = None
+        self.paired_name: str | None = None  # once paired: the node Deploy installs the agent on
         self._key = ""
         self._build()
         self.fingerprint_received.connect(self._on_session_fingerprint)
@@ -117,6 +119,8 @@ class PairDialog(QDialog):
         self.check_button = self._button(buttons, "Check host key", "checkButton", self.start)
         self.trust_button = self._button(buttons, "Trust and pair", "trustButton", self.trust)
         self.refuse_button = self._button(buttons, "Don't trust", "refuseButton", self.refuse)
+        self.deploy_button = self._button(buttons, "Deploy agent", "deployButton", self._on_deploy_button_clicked)
+        self.deploy_button.setToolTip("Install SparkSync's agent on the node now (its progress shows in the Nodes tab)")
         self.close_button = self._button(buttons, "Close", "closeButton", self.reject)
         layout.addLayout(buttons)
 
@@ -140,7 +144,8 @@ class PairDialog(QDialog):
     # --- steps --------------------------------------------------------------------------
 
     def _show_step(self, step: str) -> None:
-        """form: typing; checking: reading the key; confirm: asking; pairing: logging in."""
+        """form: typing; checking: reading the key; confirm: asking; pairing: logging in; paired: done,
+        Deploy offered."""
         typing = step == "form"
         for widget in (self.host, self.user, self.port, self.name):
             widget.setEnabled(typing)
@@ -148,8 +153,12 @@ class PairDialog(QDialog):
         self.check_button.setVisible(typing)
         self.trust_button.setVisible(step == "confirm")
         self.refuse_button.setVisible(step == "confirm")
+        self.deploy_button.setVisible(step == "paired")
         if step == "confirm":
             self.trust_button.setDefault(True)
+        if step == "paired":
+            self.deploy_button.setDefault(True)
+            self.close_button.setText("Later")
 
     def start(self) -> bool:
         host, user = self.host.text().strip(), self.user.text().strip()
@@ -221,8 +230,21 @@ class PairDialog(QDialog):
 
     def _on_job_done(self, result) -> None:
         self._end()
-        self.progress.setText(f"Paired {result.node.name!r}.")
+        self.paired_name = result.node.name
         self.paired.emit(result)
+        for widget in (self.host, self.user, self.port, self.name, self.password):
+            widget.setEnabled(False)
+        self.fingerprint.clear()
+        if result.already_paired:
+            self.progress.setText(f"{result.node.host} is already paired as {result.node.name!r}.")
+        else:
+            self.progress.setText(f"Paired {result.node.name!r}. Next, install SparkSync's agent on it: it "
+                                  "streams the node's telemetry and runs its workloads.")  # fmt: skip
+        self._show_step("paired")
+
+    def _on_deploy_button_clicked(self) -> None:
+        if self.paired_name is not None:
+            self.deploy_requested.emit(self.paired_name)
         self.accept()
 
     def _on_job_error(self, message: str) -> None:

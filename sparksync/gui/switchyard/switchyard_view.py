@@ -1,4 +1,4 @@
-"""The dashboard's Switchyard section: every known gateway's live traffic split, figures and tokens/s.
+"""The Switchyard tab: every known gateway's live traffic split, figures and tokens/s.
 
 Once a second a worker (``Jobs``) runs ``GatewayWatch.poll``, which finds the
 gateways (announced on this computer, launched on nodes as workloads, or
@@ -56,7 +56,7 @@ class SwitchyardView(QWidget):
 
     def _build(self) -> None:
         self.hint = QLabel(HINT, self, objectName="switchyardHint")
-        self.hint.setWordWrap(True)  # the bar must fit beside the dashboard's plots, whatever the window's width
+        self.hint.setWordWrap(True)
         self.address = QLineEdit(self, objectName="gatewayAddress", placeholderText="http://HOST:PORT")
         self.add_button = QPushButton("Watch", self, objectName="watchGateway")
         self.add_button.setToolTip("Watch the Switchyard gateway at this address (kept across restarts)")
@@ -79,6 +79,7 @@ class SwitchyardView(QWidget):
         self.column.setContentsMargins(0, 4, 0, 0)
         self.column.addLayout(bar)
         self.column.addWidget(self.problems)
+        self.column.addStretch(1)  # the gateways stack from the top of the tab
 
     # --- polling -------------------------------------------------------------------------
 
@@ -131,7 +132,7 @@ class SwitchyardView(QWidget):
             panel = self.panels.get(reading.key)
             if panel is None:
                 panel = self.panels[reading.key] = GatewayPanel(reading.key, self)
-                self.column.addWidget(panel)
+                self.column.insertWidget(self.column.count() - 1, panel)
             panel.show_reading(reading)
         # Hidden while nothing is known: the section is then the one-line hint.
         self.hint.setText(HINT if not readings else "<b>Switchyard gateways</b> · add another:")

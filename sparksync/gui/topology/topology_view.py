@@ -47,6 +47,7 @@ NODE_SIZE = 56.0
 SIDE_MAX_WIDTH = 380
 SWITCH_LABEL_AT = 0.4
 CANVAS_MIN_WIDTH = 360
+MAX_ZOOM = 1.5  # a lone node is drawn about this big, not stretched across the tab
 NODE_COLOR, SWITCH_COLOR = QColor("#2b6cb0"), QColor("#4a5568")
 
 _KIND_TEXT = {
@@ -159,6 +160,15 @@ class TopologyView(QWidget):
         if self.scene.items():
             self.canvas.fitInView(self.scene.itemsBoundingRect().adjusted(-60, -40, 60, 40),
                                   Qt.AspectRatioMode.KeepAspectRatio)
+            # One node (or two close ones) would be blown up to fill the canvas: never beyond MAX_ZOOM.
+            if self.canvas.transform().m11() > MAX_ZOOM:
+                self.canvas.resetTransform()
+                self.canvas.scale(MAX_ZOOM, MAX_ZOOM)
+                self.canvas.centerOn(self.scene.itemsBoundingRect().center())
+
+    def zoom(self) -> float:
+        """How much the drawing is enlarged on the canvas (1: natural size)."""
+        return self.canvas.transform().m11()
 
     def _on_timer_timeout(self) -> None:
         if self._changed and self.isVisible():
@@ -225,12 +235,22 @@ class TopologyView(QWidget):
             item.setForeground(QBrush(WARNING_COLOR))
             self.warnings.addItem(item)
         if not topology.warnings:
-            self.warnings.addItem("No problem found: every link runs at its expected speed with matching MTUs.")
+            self.warnings.addItem(_no_warning_text(topology))
 
     def warning_texts(self) -> list[str]:
         if self.topology is None or not self.topology.warnings:
             return []
         return [self.warnings.item(i).text() for i in range(self.warnings.count())]
+
+
+def _no_warning_text(topology: ClusterTopology) -> str:
+    """No warning: with no fabric link yet there is nothing to vouch for, so say only that."""
+    if not topology.links:
+        if len(topology.nodes) < 2:
+            return ("No fabric links yet: one node has no peer to cable to. "
+                    "Pair a second node and connect their ConnectX-7 ports.")
+        return "No fabric links yet: no two nodes share a fabric subnet (check the cables and addresses)."
+    return "No problem found: every link runs at its expected speed with matching MTUs."
 
 
 def _unlinked_text(topology: ClusterTopology) -> str:

@@ -1,4 +1,5 @@
-"""Notifications (a node went offline or came back, a workload failed, a benchmark finished), through one door.
+"""Notifications (a node went offline, degraded or came back, a workload ended or failed, a benchmark
+finished, a fabric link degraded), through one door.
 
 With a tray icon they pop up from the tray; without one (no system tray on
 this desktop, or tests) they go to the window's status bar. Either way
@@ -51,6 +52,27 @@ class Notifier(QObject):
 
     def node_online(self, name: str) -> str:
         return self.notify(f"{name} is online again", "It answers and streams its telemetry.")
+
+    def node_degraded(self, name: str, reason: str | None) -> str:
+        return self.notify(f"{name} is degraded", reason or "It answers, but not everything works.", "warning")
+
+    def workload_ended(self, name: str, how: str) -> str:
+        """A workload that ran is over on its own (``how``: "exited", "stopped")."""
+        return self.notify(f"Workload {name} ended", f"It {how}; its last figures stay in the Workloads tab.")
+
+    def fabric_link_degraded(self, link: str, why: str) -> str:
+        return self.notify(f"Fabric link degraded: {link}", why, "warning")
+
+    def fabric_link_healthy(self, link: str, detail: str) -> str:
+        return self.notify(f"Fabric link healthy again: {link}", detail)
+
+    def cluster_event(self, event) -> str:
+        """A ``ClusterEvent`` from the core's ``ClusterEvents`` (the fabric checks tell them)."""
+        from sparksync.core.nodes.cluster_events import EventKind
+
+        if event.kind is EventKind.FABRIC_LINK_DEGRADED:
+            return self.fabric_link_degraded(event.subject, event.detail)
+        return self.fabric_link_healthy(event.subject, event.detail)
 
     def workload_failed(self, name: str, reason: str) -> str:
         return self.notify(f"Workload {name} failed", reason, "error")

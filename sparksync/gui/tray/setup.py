@@ -27,6 +27,7 @@ def install_tray(window, *, available: bool | None = None, open_url=None) -> Tra
         open_url=open_url,
         workloads=getattr(window, "workloads", None),
         benchmarks=getattr(window, "benchmarks", None),
+        node_memory=window.node_memory_text,
         parent=window,
     )
     window.enable_tray(tray)

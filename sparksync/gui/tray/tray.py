@@ -5,9 +5,13 @@ or none; its tooltip reads like "6/8 online, 412 GB used, 38 tok/s",
 computed from what the window already holds. The menu:
 
 - Open dashboard; Connect all / Disconnect all;
-- per paired node: Open terminal (``ssh <alias>`` in the system terminal),
-  Open DGX Dashboard (a tunnel to port 11000, then the browser) and each
-  custom app; an open app's entry closes it again;
+- every paired node, as NVIDIA Sync lists its devices: a submenu titled with
+  its state and memory in use ("spark-1 — online · 41.2 GB used"), holding
+  why it is offline or degraded, a Connect/Disconnect toggle (a disconnected
+  node is no longer followed, its SSH link and apps are closed), then its
+  launchers: Open terminal (``ssh <alias>`` in the system terminal), Open DGX
+  Dashboard (a tunnel to port 11000, then the browser) and each custom app;
+  an open app's entry closes it again;
 - Start/stop last workload and Run last benchmark (disabled until those exist;
   the benchmark's end is notified by the window, like a workload's failure);
 - Pair a new node…; Quit.
@@ -22,7 +26,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, QTimer, QUrl
+from PySide6.QtCore import QObject, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QDesktopServices
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
@@ -46,7 +50,12 @@ NO_LAST_BENCHMARK = "Run a benchmark in the Benchmarks tab first; this entry the
 LAST_BENCHMARK_TIP = "Runs the newest stored benchmark again: same endpoint, model, tokenizer and profile."
 
 
+STATE_MARKS = {NodeState.ONLINE: "●", NodeState.DEGRADED: "◐", NodeState.OFFLINE: "○"}
+
+
 class Tray(QObject):
+    connection_changed = Signal(str, bool)  # node, connected: the window follows it again, or stops
+
     def __init__(
         self,
         actions,
@@ -61,6 +70,7 @@ class Tray(QObject):
         open_url: Callable[[str], object] | None = None,
         workloads=None,
         benchmarks=None,
+        node_memory: Callable[[str], tuple[str, str | None] | None] | None = None,
         parent: QObject | None = None,
     ):
         super().__init__(parent)
@@ -86,6 +96,11 @@ class Tray(QObject):
         self._apps: list[CustomApp] = []
         self._open: set[tuple[str, str]] = set()  # (node, app name) open now
         self._states: dict[str, NodeState] = {}
+        self._rows: dict[str, NodeRow] = {}  # paired node -> its row (state, reason)
+        # node -> (used, total) as texts ("41.2 GB", "121.7 GB"), or None before its first sample
+        self._node_memory = node_memory or (lambda _name: None)
+        self.disconnected: set[str] = set()  # nodes the user disconnected here
+        self._node_menus: dict[str, QMenu] = {}
         self._went_offline: set[str] = set()  # told "offline", not yet told "online again"
         self.fabric_health: str | None = None  # the newest fabric check's problem, None: healthy or unchecked
         self._build_menu()
@@ -120,6 +135,7 @@ class Tray(QObject):
         self.icon.setIcon(health_icon(health))
         fabric = f"\n{self.fabric_health}" if self.fabric_health else ""
         self.icon.setToolTip(f"SparkSync: {self._summary_text(summary)}{fabric}")
+        self._refresh_node_titles()
 
     def set_fabric_health(self, problem: str | None) -> None:
         """The fabric's newest acceptance check: ``problem`` says how it is degraded (None: healthy)."""
@@ -130,6 +146,38 @@ class Tray(QObject):
             self.notifier.notify("The cluster fabric is degraded", problem, "warning")
         self._build_menu()
         self.refresh()
+
+    def _refresh_node_titles(self) -> None:
+        # Memory moves every sample: the titles change in place, the menu is not rebuilt.
+        for node, sub in self._node_menus.items():
+            sub.menuAction().setText(self.node_title(node))
+            memory = self.menu_actions.get(f"node:{node}:memory")
+            if memory is not None:
+                memory.setText(self._memory_line(node))
+
+    def node_state(self, node: str) -> tuple[str, str | None]:
+        """What the tray says of a node: its state word and why (offline or degraded), or None."""
+        if node in self.disconnected:
+            return "disconnected", "Disconnected from the tray: not followed, no SSH link."
+        row = self._rows.get(node)
+        if row is None:
+            return NodeState.PAIRED.value, None
+        why = row.reason if row.state in (NodeState.OFFLINE, NodeState.DEGRADED) else None
+        return row.state.value, why
+
+    def node_title(self, node: str) -> str:
+        state, _why = self.node_state(node)
+        row = self._rows.get(node)
+        mark = STATE_MARKS.get(row.state, "○") if row is not None and node not in self.disconnected else "○"
+        memory = self._node_memory(node) if node not in self.disconnected else None
+        return f"{mark} {node} — {state}" + (f" · {memory[0]} used" if memory else "")
+
+    def _memory_line(self, node: str) -> str:
+        memory = self._node_memory(node) if node not in self.disconnected else None
+        if memory is None:
+            return "Memory in use: not known yet"
+        used, total = memory
+        return f"Memory in use: {used}" + (f" of {total}" if total else "")
 
     def tooltip(self) -> str:
         return self.icon.toolTip()
@@ -143,6 +191,7 @@ class Tray(QObject):
     def _build_menu(self) -> None:
         self.menu.clear()
         self.menu_actions.clear()
+        self._node_menus.clear()
         self._add("open_dashboard", "Open dashboard", self._open_dashboard)
         if self.fabric_health:
             self._add("fabric", f"⚠ {self.fabric_health}", None,
@@ -204,8 +253,20 @@ class Tray(QObject):
         return action
 
     def _node_menu(self, node: str) -> None:
-        sub = self.menu.addMenu(node)
+        sub = self.menu.addMenu(self.node_title(node))
         sub.setToolTipsVisible(True)
+        self._node_menus[node] = sub
+        state, why = self.node_state(node)
+        if why:
+            self._add(f"node:{node}:why", f"{state.capitalize()}: {why}", None, why, sub).setEnabled(False)
+        self._add(f"node:{node}:memory", self._memory_line(node), None, None, sub).setEnabled(False)
+        if node in self.disconnected:
+            self._add(f"node:{node}:connect", "Connect", lambda: self.connect_node(node),
+                      f"Follow {node} again and open its SSH link", sub)  # fmt: skip
+        else:
+            self._add(f"node:{node}:connect", "Disconnect", lambda: self.disconnect_node(node),
+                      f"Stop following {node}; close its SSH link and apps", sub)  # fmt: skip
+        sub.addSeparator()
         self._add(
             f"node:{node}:terminal", "Open terminal", lambda: self.open_terminal(node), f"ssh {node}", sub
         )
@@ -220,6 +281,7 @@ class Tray(QObject):
 
     def set_nodes(self, names: list[str]) -> None:
         self._nodes = list(names)
+        self.disconnected &= set(names)
         self._build_menu()
 
     def load_apps(self) -> None:
@@ -240,6 +302,28 @@ class Tray(QObject):
         self.notifier.status_bar.showMessage(f"Connected {up} of {len(outcome)} nodes.")
         for name, why in down.items():
             self.notifier.notify(f"{name} did not connect", why, "warning")
+
+    def connect_node(self, node: str) -> None:
+        self.disconnected.discard(node)
+        self._build_menu()
+        self.connection_changed.emit(node, True)
+        self.jobs.run(f"Connecting {node}", lambda: self.actions.connect(node),
+                      lambda why: self._on_node_connected(node, why), self._report)  # fmt: skip
+
+    def _on_node_connected(self, node: str, why: str | None) -> None:
+        if why:
+            self.notifier.notify(f"{node} did not connect", why, "warning")
+        else:
+            self.notifier.status_bar.showMessage(f"Connected {node}.")
+
+    def disconnect_node(self, node: str) -> None:
+        self.disconnected.add(node)
+        self._open = {(n, a) for n, a in self._open if n != node}
+        self._build_menu()
+        self.connection_changed.emit(node, False)
+        self.jobs.run(f"Disconnecting {node}", lambda: self.actions.disconnect(node),
+                      lambda _r: self.notifier.status_bar.showMessage(f"Disconnected {node}; its apps were closed."),
+                      self._report)  # fmt: skip
 
     def disconnect_all(self) -> None:
         self._open.clear()
@@ -301,16 +385,26 @@ class Tray(QObject):
     # --- notifications ---------------------------------------------------------------------
 
     def on_rows_changed(self, rows: list[NodeRow]) -> None:
-        """Tell when a paired node goes offline (not its first state), and when it is back online after that."""
+        """Tell when a paired node goes offline or degraded (not its first state), and when it is back online.
+
+        The menu is rebuilt only when a node's state or reason changed (rows also change on every sample).
+        """
         states = {r.name: r.state for r in rows if r.paired}
         for row in rows:
             before = self._states.get(row.name)
-            if not row.paired or before is None or before is row.state:
+            if not row.paired or before is None or before is row.state or row.name in self.disconnected:
                 continue
             if row.state is NodeState.OFFLINE:
                 self.notifier.node_offline(row.name, row.reason)
+                self._went_offline.add(row.name)
+            elif row.state is NodeState.DEGRADED and before is NodeState.ONLINE:  # after offline: no news
+                self.notifier.node_degraded(row.name, row.reason)
                 self._went_offline.add(row.name)
             elif row.state is NodeState.ONLINE and row.name in self._went_offline:
                 self._went_offline.discard(row.name)
                 self.notifier.node_online(row.name)
         self._states = states
+        shown = {n: (r.state, r.reason) for n, r in self._rows.items()}
+        self._rows = {r.name: r for r in rows if r.paired}
+        if {n: (r.state, r.reason) for n, r in self._rows.items()} != shown:
+            self._build_menu()

@@ -24,6 +24,8 @@ class WorkloadTable(QTreeWidget):
         self.setColumnCount(len(COLUMNS))
         self.setHeaderLabels(COLUMNS)
         self.setColumnWidth(0, 340)
+        self.setWordWrap(True)  # a long detail wraps in its cell; the whole of it shows in the panel's pane
+        self.setUniformRowHeights(False)
         self.rows: list[WorkloadRow] = []
         self.currentItemChanged.connect(
             lambda current, _previous: self.selection_moved.emit(self.key(current))
@@ -97,6 +99,18 @@ class WorkloadTable(QTreeWidget):
     def select(self, workload_id: str, name: str | None = None) -> None:
         """Select a workload (or one of its processes); tells ``selection_moved``."""
         self._select((workload_id, name))
+
+    def detail_of(self, item: QTreeWidgetItem | None) -> str:
+        """Everything known about a row, in full, for the details pane under the table."""
+        if item is None:
+            return ""
+        parts = [f"<b>{item.text(0)}</b> on {item.text(1)}: {item.text(2)}"]
+        if item.text(3) not in ("", "-"):
+            parts.append(f"{item.text(3)} tok/s")
+        for column, label in ((4, "endpoints" if item.parent() is None else "detail"), (5, "scaling")):
+            if item.text(column):
+                parts.append(f"{label}: {item.text(column)}")
+        return "<br>".join(parts)
 
     def state_of(self, workload_id: str, name: str | None = None) -> str | None:
         for item in self._items():

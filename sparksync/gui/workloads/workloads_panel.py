@@ -66,10 +66,15 @@ class _ProgressBridge(QObject):
     installing = Signal(object)  # an engine install's InstallProgress
 
 
+LIVE = ("starting", "ready", "partly running")  # a workload seen in one of these, then in ENDED, has ended
+ENDED = ("exited", "stopped")
+
+
 class WorkloadsPanel(QWidget):
     status_message = Signal(str)
     error_raised = Signal(str)
     workload_failed = Signal(str, str)  # workload id, why (which rank, on which node, its message)
+    workload_ended = Signal(str, str)  # workload id, how ("exited", "stopped"): it ran and is over
     last_changed = Signal()  # the tray's "last workload" entry reads again
     recipes_loaded = Signal(list)  # recipe names
     fit_shown = Signal(bool)  # True: it fits (or could not be checked); False: refused
@@ -123,6 +128,7 @@ class WorkloadsPanel(QWidget):
         self._reading = False
         self._loaded = False
         self._states: dict[str, str] = {}  # workload id -> its state at the last reading
+        self._stopped_here: set[str] = set()  # workloads stopped from this panel (their end is no news)
         self._log_key: tuple[str, str] | None = None
         self._log_seq = 0
         self.rows: list[WorkloadRow] = []
@@ -144,6 +150,11 @@ class WorkloadsPanel(QWidget):
         column = QVBoxLayout(running)
         column.addWidget(QLabel("<b>Workloads</b>", running))
         column.addWidget(self.table, 2)
+        self.detail = QLabel("Select a workload or one of its processes to see all about it here.", running)
+        self.detail.setObjectName("workloadDetail")
+        self.detail.setWordWrap(True)
+        self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        column.addWidget(self.detail)
         column.addLayout(buttons)
         column.addWidget(self.api_label)
         logs_head = QHBoxLayout()
@@ -404,6 +415,7 @@ class WorkloadsPanel(QWidget):
         if workload_id is None:
             return
         self.status_message.emit(f"Stopping {workload_id}…")
+        self._stopped_here.add(workload_id)  # its end is the user's doing: no notification
         self.jobs.run(f"Stopping {workload_id}", lambda: self.control.stop(workload_id),
                       lambda _r: self._on_stopped(workload_id, "stopped"))  # fmt: skip
 
@@ -531,6 +543,8 @@ class WorkloadsPanel(QWidget):
         rows, key, page = outcome
         self.rows = rows
         self.table.show_rows(rows)
+        if self.table.currentItem() is not None:  # the pane follows the new reading of the selected row
+            self.detail.setText(self.table.detail_of(self.table.currentItem()))
         self._tell_failures(rows)
         self._update_buttons()
         if page is not None and key == self._log_key:
@@ -549,6 +563,8 @@ class WorkloadsPanel(QWidget):
             self._states[view.workload_id] = view.state
             if view.state == "failed" and before not in (None, "failed"):
                 self.workload_failed.emit(view.workload_id, failure_reason(view))
+            elif view.state in ENDED and before in LIVE and view.workload_id not in self._stopped_here:
+                self.workload_ended.emit(view.workload_id, view.state)
 
     def _selected_id(self) -> str | None:
         key = self.table.key(self.table.currentItem())
@@ -566,6 +582,7 @@ class WorkloadsPanel(QWidget):
 
     def _on_table_selection_moved(self, key) -> None:
         self._update_buttons()
+        self.detail.setText(self.table.detail_of(self.table.currentItem()))
         if key is None or key[1] is None or tuple(key) == self._log_key:
             return
         self.follow_log(key[0], key[1])

@@ -35,7 +35,7 @@ def test_wrong_token_is_an_auth_error_without_the_token(fake):
     with AgentClient("http://agent.test", secret, transport=fake.transport()) as client:
         with pytest.raises(AgentAuthError) as info:
             client.snapshot()
-    assert "401" in str(info.value) and secret not in str(info.value) and GOOD_TOKEN not in str(info.value)
+    assert "refused our token" in str(info.value) and secret not in str(info.value) and GOOD_TOKEN not in str(info.value)
     assert secret not in repr(client)
 
 
@@ -86,8 +86,20 @@ def test_unreadable_answer_is_a_protocol_mismatch(fake, fake_client):
 
 def test_non_json_error_body_still_explains(fake, fake_client):
     fake.routes[("GET", "/v1/status")] = lambda _: httpx.Response(502, text="Bad Gateway from the tunnel")
-    with pytest.raises(AgentRequestError, match="502.*Bad Gateway"):
+    with pytest.raises(AgentRequestError, match="failed while reading the agent status: Bad Gateway") as info:
         fake_client.status()
+    assert info.value.status == 502 and "HTTP" not in str(info.value)  # the status for code, words for people
+
+
+def test_a_labelled_client_names_its_node_not_the_tunnels_port(fake):
+    fake.routes[("GET", "/v1/status")] = lambda _: httpx.Response(400, json={"error": "bad_request",
+                                                                              "message": "no such model"})
+    with AgentClient("http://127.0.0.1:36799", GOOD_TOKEN, transport=fake.transport(), label="spark-2") as client:
+        with pytest.raises(AgentRequestError) as info:
+            client.status()
+    text = str(info.value)
+    assert text == "the agent on spark-2 refused the request (reading the agent status): no such model"
+    assert "127.0.0.1" not in text and "HTTP" not in text
 
 
 def test_connection_refused_is_unreachable():

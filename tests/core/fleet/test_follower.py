@@ -129,3 +129,22 @@ def test_a_failure_that_repeats_is_told_once_and_stop_ends_the_wait(tmp_path):
     assert [t.message for t in seen.of(Trouble)] == [
         "n1: Cannot reach 10.0.0.1 on SSH port 22 (10.0.0.1: no answer within 2 s)"
     ]
+
+
+def test_retry_now_cuts_a_long_backoff_short_once_the_agent_is_there(tmp_path):
+    from sparksync.core.fleet.problems import offline
+
+    seen = Recorder()
+    slow = Backoff(first_s=600.0, factor=1.0, max_s=600.0)  # without retry_now: ten minutes to the next try
+    with FakeFleet(tmp_path, ["n1"], on_change=seen.on_change) as fleet:
+        link = fleet.fakes["n1"]
+        link.problem = offline("no agent yet")
+        link.agent.scripts.append(events(1, 2))
+        follower = TelemetryFollower(fleet, ["n1"], on_event=seen.events.append, retry=slow)
+        follower.start()
+        wait_until(lambda: len(link.rereads) >= 1 and seen.of(Trouble), "the first failed attempt")
+        link.problem = None  # the agent was just deployed
+        assert follower.retry_now("n1") and not follower.retry_now("n2")
+        wait_until(lambda: seen.samples == [1, 2], "the samples after retry_now", timeout=20)
+        follower.stop()
+    assert seen.of(Live)
