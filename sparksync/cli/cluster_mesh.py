@@ -18,16 +18,16 @@ from typing import Any
 
 import click
 
-from sparksync.core.bench.history import HistoryStore
+from sparksync.core.bench import HistoryStore
 from sparksync.core.fabric import FabricSetupError, FabricStore
-from sparksync.core.fabric.check import CheckOptions, CheckProgress, run_check
-from sparksync.core.fabric.check_history import FabricCheckHistory
-from sparksync.core.fabric.check_results import FabricCheckReport, Verdict
-from sparksync.core.fabric.fabric_links import CX7_LINE_RATE_MBPS, FabricLinks, links_from_plan
-from sparksync.core.fabric.mesh import MeshCheckReport, MeshProgress, check_mesh, plan_mesh, setup_mesh
-from sparksync.core.fabric.node_shell import FleetShell
+from sparksync.core.fabric import CheckOptions, CheckProgress, run_check
+from sparksync.core.fabric import FabricCheckHistory
+from sparksync.core.fabric import FabricCheckReport, Verdict
+from sparksync.core.fabric import CX7_LINE_RATE_MBPS, FabricLinks, links_from_plan
+from sparksync.core.fabric import MeshCheckReport, MeshProgress, check_mesh, plan_mesh, setup_mesh
+from sparksync.core.fabric import FleetShell
 from sparksync.core.fleet import Fleet
-from sparksync.core.nodes.registry import Registry
+from sparksync.core.nodes import Registry
 
 
 def add_mesh_commands(cluster: click.Group) -> None:

@@ -17,7 +17,7 @@ import click
 from sparksync import __version__
 from sparksync.cli.lazy_group import LazyGroup
 from sparksync.core.base import SparkSyncError
-from sparksync.core.base.paths import remove_interrupted_writes
+from sparksync.core.base import remove_interrupted_writes
 
 COMMANDS = {
     "node": "sparksync.cli.node_group:node",

@@ -31,7 +31,7 @@ from sparksync.core.models import (
     ModelCopy,
     ModelNodes,
     build_matrix,
-    fetch,
+    fetch_model,
     store_token,
     stored_token,
 )
@@ -103,7 +103,7 @@ def fetch_(repo: str, node: str, revision: str, endpoint: str | None, no_token: 
 
     with Fleet() as fleet:
         try:
-            job = fetch(ModelNodes(fleet), node, repo, revision=revision, endpoint=endpoint, token=token,
+            job = fetch_model(ModelNodes(fleet), node, repo, revision=revision, endpoint=endpoint, token=token,
                         on_progress=show, cancel=cancel)  # fmt: skip
         except KeyboardInterrupt:
             cancel.set()

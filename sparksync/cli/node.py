@@ -100,7 +100,7 @@ def _report(fleet: Fleet, timeout: float) -> dict[str, Any]:
 
 
 def _paired_status(ctx: click.Context, names: list[str], as_json: bool, timeout: float) -> None:
-    from sparksync.core.ssh.connection import SshSettings, node_wait_budget
+    from sparksync.core.ssh import SshSettings, node_wait_budget
 
     # --timeout bounds the whole command: every SSH connect ends by then too.
     budget = node_wait_budget(timeout)

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    from sparksync.core.base.paths import remove_interrupted_writes
+    from sparksync.core.base import remove_interrupted_writes
 
     remove_interrupted_writes()  # temp files of writers killed mid-write, e.g. the registry's
     return _run(args)

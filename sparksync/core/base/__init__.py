@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from sparksync.core.base.backoff import (
+        Backoff,
+    )
     from sparksync.core.base.errors import (
         AgentAuthError,
         AgentRequestError,
@@ -25,9 +28,23 @@ if TYPE_CHECKING:
         ProtocolMismatchError,
         SparkSyncError,
     )
-    from sparksync.core.base.backoff import Backoff
-    from sparksync.core.base.listeners import Listeners
-    from sparksync.core.base.file_lock import exclusive_lock
+    from sparksync.core.base.file_lock import (
+        exclusive_lock,
+    )
+    from sparksync.core.base.listeners import (
+        Listeners,
+    )
+    from sparksync.core.base.paths import (
+        HOME_ENV,
+        cache_dir,
+        config_dir,
+        data_dir,
+        ensure_dir,
+        local_agent_state_dir,
+        log_dir,
+        remove_interrupted_writes,
+        state_dir,
+    )
     from sparksync.core.base.units import (
         DEFAULT_MEMORY_UNIT,
         MemoryUnit,
@@ -41,48 +58,38 @@ if TYPE_CHECKING:
         format_tokens_per_s,
         format_value,
     )
-    from sparksync.core.base.paths import (
-        HOME_ENV,
-        cache_dir,
-        config_dir,
-        data_dir,
-        ensure_dir,
-        local_agent_state_dir,
-        log_dir,
-        state_dir,
-    )
 
-# name -> the module that holds it
 _WHERE = {
-    "SparkSyncError": "errors",
-    "AgentUnreachableError": "errors",
-    "AgentAuthError": "errors",
-    "ProtocolMismatchError": "errors",
-    "AgentRequestError": "errors",
-    "LocalAgentError": "errors",
-    "LocalAgentCancelled": "errors",
     "Backoff": "backoff",
-    "Listeners": "listeners",
+    "AgentAuthError": "errors",
+    "AgentRequestError": "errors",
+    "AgentUnreachableError": "errors",
+    "LocalAgentCancelled": "errors",
+    "LocalAgentError": "errors",
+    "ProtocolMismatchError": "errors",
+    "SparkSyncError": "errors",
     "exclusive_lock": "file_lock",
-    "MemoryUnit": "units",
-    "DEFAULT_MEMORY_UNIT": "units",
-    "bits_per_s": "units",
-    "format_bytes": "units",
-    "format_memory": "units",
-    "format_link_rate": "units",
-    "format_bits_per_s": "units",
-    "format_bandwidth": "units",
-    "format_tokens_per_s": "units",
-    "format_percent": "units",
-    "format_value": "units",
+    "Listeners": "listeners",
     "HOME_ENV": "paths",
+    "cache_dir": "paths",
     "config_dir": "paths",
     "data_dir": "paths",
-    "cache_dir": "paths",
-    "log_dir": "paths",
-    "state_dir": "paths",
-    "local_agent_state_dir": "paths",
     "ensure_dir": "paths",
+    "local_agent_state_dir": "paths",
+    "log_dir": "paths",
+    "remove_interrupted_writes": "paths",
+    "state_dir": "paths",
+    "DEFAULT_MEMORY_UNIT": "units",
+    "MemoryUnit": "units",
+    "bits_per_s": "units",
+    "format_bandwidth": "units",
+    "format_bits_per_s": "units",
+    "format_bytes": "units",
+    "format_link_rate": "units",
+    "format_memory": "units",
+    "format_percent": "units",
+    "format_tokens_per_s": "units",
+    "format_value": "units",
 }
 __all__ = [
     "AgentAuthError",
@@ -113,6 +120,7 @@ __all__ = [
     "format_value",
     "local_agent_state_dir",
     "log_dir",
+    "remove_interrupted_writes",
     "state_dir",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

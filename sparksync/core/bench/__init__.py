@@ -17,9 +17,17 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sparksync.core.bench.benchy import API_KEY_ENV
-    from sparksync.core.bench.context import MAX_CLUSTER_SIZE, RunContext
-    from sparksync.core.bench.endpoint import Endpoint, EndpointProbe
+    from sparksync.core.bench.benchy import (
+        API_KEY_ENV,
+    )
+    from sparksync.core.bench.context import (
+        MAX_CLUSTER_SIZE,
+        RunContext,
+    )
+    from sparksync.core.bench.endpoint import (
+        Endpoint,
+        EndpointProbe,
+    )
     from sparksync.core.bench.errors import (
         BenchCancelledError,
         BenchError,
@@ -27,8 +35,8 @@ if TYPE_CHECKING:
         BenchRunFailedError,
     )
     from sparksync.core.bench.exports import (
-        FORMATS,
         Exportable,
+        FORMATS,
         Format,
         Table,
         export_file,
@@ -36,20 +44,55 @@ if TYPE_CHECKING:
         tables_of,
         to_markdown,
     )
-    from sparksync.core.bench.history import HistoryStore, default_history_path
-    from sparksync.core.bench.profile import PUBLISHED, BenchProfile
-    from sparksync.core.bench.progress import BenchProgress
-    from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
-    from sparksync.core.bench.record import RunListItem, RunRecord
-    from sparksync.core.bench.recording import inference_record, run_and_store, store, with_engine_from_server
-    from sparksync.core.bench.report import Comparison, ScalingReport, compare_runs, scaling_report
-    from sparksync.core.bench.run_telemetry import with_run_telemetry
-    from sparksync.core.bench.runner import BenchRequest, BenchRunner
-    from sparksync.core.bench.scale import DEFAULT_SIZES, ScaleSweep
-    from sparksync.core.bench.telemetry import TelemetrySummary
-    from sparksync.core.bench.workload_sweep import SweepWorkload, WorkloadBringUp
+    from sparksync.core.bench.history import (
+        HistoryStore,
+        default_history_path,
+    )
+    from sparksync.core.bench.profile import (
+        BenchProfile,
+        PUBLISHED,
+    )
+    from sparksync.core.bench.progress import (
+        BenchProgress,
+    )
+    from sparksync.core.bench.prompt_source import (
+        DEFAULT_PROMPT_FILE,
+    )
+    from sparksync.core.bench.record import (
+        RunListItem,
+        RunRecord,
+    )
+    from sparksync.core.bench.recording import (
+        inference_record,
+        run_and_store,
+        store,
+        with_engine_from_server,
+    )
+    from sparksync.core.bench.report import (
+        Comparison,
+        ScalingReport,
+        compare_runs,
+        scaling_report,
+    )
+    from sparksync.core.bench.run_telemetry import (
+        with_run_telemetry,
+    )
+    from sparksync.core.bench.runner import (
+        BenchRequest,
+        BenchRunner,
+    )
+    from sparksync.core.bench.scale import (
+        DEFAULT_SIZES,
+        ScaleSweep,
+    )
+    from sparksync.core.bench.telemetry import (
+        TelemetrySummary,
+    )
+    from sparksync.core.bench.workload_sweep import (
+        SweepWorkload,
+        WorkloadBringUp,
+    )
 
-# name -> the module that holds it
 _WHERE = {
     "API_KEY_ENV": "benchy",
     "MAX_CLUSTER_SIZE": "context",
@@ -60,8 +103,8 @@ _WHERE = {
     "BenchError": "errors",
     "BenchInputError": "errors",
     "BenchRunFailedError": "errors",
-    "FORMATS": "exports",
     "Exportable": "exports",
+    "FORMATS": "exports",
     "Format": "exports",
     "Table": "exports",
     "export_file": "exports",
@@ -70,15 +113,15 @@ _WHERE = {
     "to_markdown": "exports",
     "HistoryStore": "history",
     "default_history_path": "history",
-    "PUBLISHED": "profile",
     "BenchProfile": "profile",
+    "PUBLISHED": "profile",
     "BenchProgress": "progress",
     "DEFAULT_PROMPT_FILE": "prompt_source",
     "RunListItem": "record",
     "RunRecord": "record",
     "inference_record": "recording",
-    "store": "recording",
     "run_and_store": "recording",
+    "store": "recording",
     "with_engine_from_server": "recording",
     "Comparison": "report",
     "ScalingReport": "report",
@@ -128,12 +171,12 @@ __all__ = [
     "export_file",
     "export_text",
     "inference_record",
+    "run_and_store",
     "scaling_report",
     "store",
     "tables_of",
     "to_markdown",
     "with_engine_from_server",
     "with_run_telemetry",
-    "run_and_store",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

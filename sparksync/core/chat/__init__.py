@@ -14,12 +14,25 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sparksync.core.chat.conversation import Conversation, Turn
-    from sparksync.core.chat.errors import ChatError
-    from sparksync.core.chat.stream import Answer, stream_answer
-    from sparksync.core.chat.targets import ChatTarget, gateway_target, opened, workload_targets
+    from sparksync.core.chat.conversation import (
+        Conversation,
+        Turn,
+    )
+    from sparksync.core.chat.errors import (
+        ChatError,
+    )
+    from sparksync.core.chat.stream import (
+        Answer,
+        stream_answer,
+    )
+    from sparksync.core.chat.targets import (
+        ChatTarget,
+        Reach,
+        gateway_target,
+        opened,
+        workload_targets,
+    )
 
-# name -> the module that holds it
 _WHERE = {
     "Conversation": "conversation",
     "Turn": "conversation",
@@ -27,9 +40,21 @@ _WHERE = {
     "Answer": "stream",
     "stream_answer": "stream",
     "ChatTarget": "targets",
+    "Reach": "targets",
     "gateway_target": "targets",
     "opened": "targets",
     "workload_targets": "targets",
 }
-__all__ = sorted(_WHERE)
+__all__ = [
+    "Answer",
+    "ChatError",
+    "ChatTarget",
+    "Conversation",
+    "Reach",
+    "Turn",
+    "gateway_target",
+    "opened",
+    "stream_answer",
+    "workload_targets",
+]
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -37,7 +37,7 @@ def store_token(token: str) -> None:
     SecretStore().set(HF_TOKEN_SECRET, token)
 
 
-def fetch(
+def fetch_model(
     nodes: ModelNodes,
     node: str,
     repo: str,

@@ -14,7 +14,26 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sparksync.core.nodes.cluster_actions import ClusterActions
+    from sparksync.core.nodes.actions import (
+        RenameResult,
+        rename_node,
+    )
+    from sparksync.core.nodes.cluster_actions import (
+        ClusterActions,
+    )
+    from sparksync.core.nodes.cluster_events import (
+        EventKind,
+    )
+    from sparksync.core.nodes.identity import (
+        NodeNames,
+        is_node_id,
+        local_node_id,
+        node_id_from_fingerprint,
+    )
+    from sparksync.core.nodes.pairing_session import (
+        PairFunction,
+        PairingSession,
+    )
     from sparksync.core.nodes.registry import (
         MAX_NODES,
         PairedNode,
@@ -34,13 +53,18 @@ if TYPE_CHECKING:
         client_agent_version,
         preload,
     )
-    from sparksync.core.nodes.actions import RenameResult, rename_node
-    from sparksync.core.nodes.pairing_session import PairFunction, PairingSession
-    from sparksync.core.nodes.identity import NodeNames, is_node_id, local_node_id, node_id_from_fingerprint
 
-# name -> the module that holds it; light names first: the window reads ``rows`` at start-up
 _WHERE = {
+    "RenameResult": "actions",
+    "rename_node": "actions",
     "ClusterActions": "cluster_actions",
+    "EventKind": "cluster_events",
+    "NodeNames": "identity",
+    "is_node_id": "identity",
+    "local_node_id": "identity",
+    "node_id_from_fingerprint": "identity",
+    "PairFunction": "pairing_session",
+    "PairingSession": "pairing_session",
     "MAX_NODES": "registry",
     "PairedNode": "registry",
     "Registry": "registry",
@@ -56,28 +80,20 @@ _WHERE = {
     "NodeStateSource": "rows",
     "client_agent_version": "rows",
     "preload": "rows",
-    "RenameResult": "actions",
-    "rename_node": "actions",
-    "PairFunction": "pairing_session",
-    "PairingSession": "pairing_session",
-    "NodeNames": "identity",
-    "is_node_id": "identity",
-    "local_node_id": "identity",
-    "node_id_from_fingerprint": "identity",
 }
 __all__ = [
-    "preload",
-    "PairFunction",
-    "NodeStateSource",
-    "NodeState",
     "ClusterActions",
     "DeployProgress",
     "DeployProgressSource",
+    "EventKind",
     "FleetState",
     "MAX_NODES",
     "NodeNames",
     "NodeRow",
     "NodeRows",
+    "NodeState",
+    "NodeStateSource",
+    "PairFunction",
     "PairedNode",
     "PairingSession",
     "Registry",
@@ -89,6 +105,7 @@ __all__ = [
     "is_node_id",
     "local_node_id",
     "node_id_from_fingerprint",
+    "preload",
     "rename_node",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

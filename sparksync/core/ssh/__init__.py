@@ -18,11 +18,19 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sparksync.core.ssh.ssh_agent import add_key_to_ssh_agent
-    from sparksync.core.ssh.connection import node_wait_budget
-    from sparksync.core.ssh.client_key import KEY_FILE, ClientKey, ClientKeyError
-    from sparksync.core.ssh.config_export import export_ssh_config
-    from sparksync.core.ssh.connection import Dialer, SshSettings
+    from sparksync.core.ssh.client_key import (
+        ClientKey,
+        ClientKeyError,
+        KEY_FILE,
+    )
+    from sparksync.core.ssh.config_export import (
+        export_ssh_config,
+    )
+    from sparksync.core.ssh.connection import (
+        Dialer,
+        SshSettings,
+        node_wait_budget,
+    )
     from sparksync.core.ssh.errors import (
         HostKeyChangedError,
         HostKeyNotAcceptedError,
@@ -30,32 +38,50 @@ if TYPE_CHECKING:
         PairingError,
         SshError,
     )
-    from sparksync.core.ssh.pairing import PairRequest, PairResult, pair_node
-    from sparksync.core.ssh.secrets import KeyringStatus, SecretStore
-    from sparksync.core.ssh.transports import LinkState, NodeTransports
-    from sparksync.core.ssh.tunnel import Tunnel, open_tunnel
-    from sparksync.core.ssh.unpair import UnpairResult, unpair_node
+    from sparksync.core.ssh.pairing import (
+        PairRequest,
+        PairResult,
+        pair_node,
+    )
+    from sparksync.core.ssh.secrets import (
+        KeyringStatus,
+        SecretStore,
+    )
+    from sparksync.core.ssh.ssh_agent import (
+        add_key_to_ssh_agent,
+    )
+    from sparksync.core.ssh.transports import (
+        LinkState,
+        NodeTransports,
+    )
+    from sparksync.core.ssh.tunnel import (
+        Tunnel,
+        open_tunnel,
+    )
+    from sparksync.core.ssh.unpair import (
+        UnpairResult,
+        unpair_node,
+    )
 
-# name -> the module that holds it
 _WHERE = {
-    "add_key_to_ssh_agent": "ssh_agent",
-    "node_wait_budget": "connection",
-    "KEY_FILE": "client_key",
     "ClientKey": "client_key",
     "ClientKeyError": "client_key",
+    "KEY_FILE": "client_key",
     "export_ssh_config": "config_export",
-    "SshSettings": "connection",
     "Dialer": "connection",
-    "SshError": "errors",
+    "SshSettings": "connection",
+    "node_wait_budget": "connection",
     "HostKeyChangedError": "errors",
     "HostKeyNotAcceptedError": "errors",
     "NodeOfflineError": "errors",
     "PairingError": "errors",
+    "SshError": "errors",
     "PairRequest": "pairing",
     "PairResult": "pairing",
     "pair_node": "pairing",
     "KeyringStatus": "secrets",
     "SecretStore": "secrets",
+    "add_key_to_ssh_agent": "ssh_agent",
     "LinkState": "transports",
     "NodeTransports": "transports",
     "Tunnel": "tunnel",
@@ -64,8 +90,6 @@ _WHERE = {
     "unpair_node": "unpair",
 }
 __all__ = [
-    "add_key_to_ssh_agent",
-    "node_wait_budget",
     "ClientKey",
     "ClientKeyError",
     "Dialer",
@@ -84,7 +108,9 @@ __all__ = [
     "SshSettings",
     "Tunnel",
     "UnpairResult",
+    "add_key_to_ssh_agent",
     "export_ssh_config",
+    "node_wait_budget",
     "open_tunnel",
     "pair_node",
     "unpair_node",

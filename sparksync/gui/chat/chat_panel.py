@@ -30,9 +30,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.chat.conversation import Conversation
-from sparksync.core.chat.stream import Answer, stream_answer
-from sparksync.core.chat.targets import ChatTarget, Reach, gateway_target, opened, workload_targets
+from sparksync.core.chat import Conversation
+from sparksync.core.chat import Answer, stream_answer
+from sparksync.core.chat import ChatTarget, Reach, gateway_target, opened, workload_targets
 from sparksync.gui.workers import Jobs
 
 NO_TARGET = (

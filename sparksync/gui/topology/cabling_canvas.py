@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.fabric.assistant import Drawing, DrawnEdge
-from sparksync.core.fabric.check_results import Verdict
+from sparksync.core.fabric import Drawing, DrawnEdge
+from sparksync.core.fabric import Verdict
 from sparksync.gui.topology.edge_item import LABEL_BACKGROUND, NORMAL_COLOR, WARNING_COLOR
 
 NODE_RADIUS, SWITCH_RADIUS, NODE_SIZE = 230.0, 60.0, 54.0

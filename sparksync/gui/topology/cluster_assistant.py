@@ -34,14 +34,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.fabric.assistant import (
+from sparksync.core.fabric import (
     ClusterAssistant,
     StepEvent,
     drawing_from_detection,
     drawing_from_plan,
     fabric_health,
 )
-from sparksync.core.fabric.check_results import FabricCheckReport, Verdict
+from sparksync.core.fabric import FabricCheckReport, Verdict
 from sparksync.gui.topology.cabling_canvas import GOOD_COLOR, CablingCanvas
 from sparksync.gui.topology.edge_item import WARNING_COLOR
 from sparksync.gui.topology.topology_view import TopologyView

@@ -68,7 +68,7 @@ class Notifier(QObject):
 
     def cluster_event(self, event) -> str:
         """A ``ClusterEvent`` from the core's ``ClusterEvents`` (the fabric checks tell them)."""
-        from sparksync.core.nodes.cluster_events import EventKind
+        from sparksync.core.nodes import EventKind
 
         if event.kind is EventKind.FABRIC_LINK_DEGRADED:
             return self.fabric_link_degraded(event.subject, event.detail)
