@@ -9,6 +9,7 @@ and imported when click resolves it: to run it, or to list it in ``--help``.
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Mapping
 
 import click
@@ -33,3 +34,18 @@ class LazyGroup(click.Group):
                 raise TypeError(f"{self._lazy[cmd_name]} is not a click command")
             self.add_command(command, cmd_name)  # resolved once
         return command
+
+
+STARTED_KEY = "sparksync.started"
+
+
+def mark_started(ctx: click.Context) -> None:
+    """Note when the command started (the root group calls this first thing)."""
+    ctx.meta.setdefault(STARTED_KEY, time.monotonic())
+
+
+def command_started() -> float:
+    """The monotonic time the running command started: a deadline counts from it, imports included."""
+    ctx = click.get_current_context(silent=True)
+    started = ctx.meta.get(STARTED_KEY) if ctx is not None else None
+    return started if started is not None else time.monotonic()
