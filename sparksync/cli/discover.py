@@ -7,9 +7,9 @@ machine: a JSON array of DiscoveredNode with ``--json``, else a table. Each
 node is told on stderr the moment it is found; with ``--stream`` the entries
 themselves go to stdout as they come (``--json --stream``: one JSON object a
 line, ``{"event": "added" | "updated" | "removed", "elapsed_s": ..., "node":
-{...}}``). It listens for ``--timeout`` seconds and then ends at once: only
-its start (a few tenths of a second: the command loads nothing it does not
-use) comes on top. ``elapsed_s`` counts from the command's start.
+{...}}``). The command ends ``--timeout`` seconds after it started: its own start
+(loading zeroconf, opening the sockets) is inside that time, not on top of
+it, and it stops browsing at once. ``elapsed_s`` counts from the start too.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ DEFAULT_TIMEOUT_S = 3.0
     type=click.FloatRange(min=0.1, max=600),
     default=DEFAULT_TIMEOUT_S,
     show_default=True,
-    help="Seconds to listen for mDNS answers; the command ends then.",
+    help="Seconds until the command ends (its start-up included), listening for mDNS answers.",
 )
 @click.option(
     "--interface",
@@ -89,7 +89,7 @@ def discover(
         for node in nodes:
             teller.tell("added", node)
     else:
-        nodes = _browse(list(interfaces) or None, scans, port, scan_timeout, timeout, teller)
+        nodes = _browse(list(interfaces) or None, scans, port, scan_timeout, started + timeout, teller)
     if not stream:
         _print(nodes, as_json)
     elif not nodes:
@@ -97,16 +97,15 @@ def discover(
 
 
 def _browse(
-    interfaces: list[str] | None, scans: tuple[str, ...], port: int, scan_timeout: float, timeout: float,
+    interfaces: list[str] | None, scans: tuple[str, ...], port: int, scan_timeout: float, deadline: float,
     teller: _Teller,
 ) -> list[DiscoveredNode]:
-    """Browse for ``timeout`` seconds, telling each change as it happens; then stop at once."""
+    """Browse until ``deadline`` (monotonic), telling each change as it happens; then stop at once."""
     events: queue.SimpleQueue[tuple[str, DiscoveredNode | SparkSyncError]] = queue.SimpleQueue()
     discovery = Discovery(interfaces)
     # Called from zeroconf's thread under the table's lock: only hand the event over.
     discovery.add_listener(lambda event, node: events.put((event, node)))
     discovery.start()
-    deadline = time.monotonic() + timeout
     try:
         if scans:  # the scans run beside the browsing, and their hits merge into the same table
             threading.Thread(
