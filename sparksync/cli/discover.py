@@ -22,7 +22,7 @@ from datetime import datetime
 
 import click
 
-from sparksync.cli.lazy_group import command_started
+from sparksync.cli.command_clock import command_started
 from sparksync.core.base import SparkSyncError
 from sparksync.core.discovery import DEFAULT_PROBE_TIMEOUT_S, DiscoveredNode, Discovery, merge_nodes, scan_nodes
 

@@ -15,7 +15,8 @@ import logging
 import click
 
 from sparksync import __version__
-from sparksync.cli.lazy_group import LazyGroup, mark_started
+from sparksync.cli.command_clock import mark_started
+from sparksync.cli.lazy_group import LazyGroup
 from sparksync.core.base import SparkSyncError
 
 COMMANDS = {
