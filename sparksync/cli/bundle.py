@@ -32,8 +32,7 @@ from sparksync.core.bundle import (
     shipped_dirs,
     verify_bundle,
 )
-from sparksync.core.bundle import cannot_build_message, offline_message
-from sparksync.core.bundle import is_frozen
+from sparksync.core.bundle import cannot_build_message, is_frozen, offline_message
 
 
 @click.group()

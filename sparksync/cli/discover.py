@@ -1,19 +1,29 @@
-"""``sparksync node discover``: list the nodes on the network.
+"""``sparksync node discover``: list the nodes on the network, each as soon as it is heard.
 
 Browses mDNS for ``--timeout`` seconds on ``--interface`` addresses (default:
 this machine's non-loopback IPv4 addresses), optionally probes the addresses
 or subnets given with ``--scan`` for SSH, and prints one merged entry per
-machine: a JSON array of DiscoveredNode with ``--json``, else a table.
+machine: a JSON array of DiscoveredNode with ``--json``, else a table. Each
+node is told on stderr the moment it is found; with ``--stream`` the entries
+themselves go to stdout as they come (``--json --stream``: one JSON object a
+line, ``{"event": "added" | "updated" | "removed", "elapsed_s": ..., "node":
+{...}}``). The command ends ``--timeout`` seconds after it started: its own start
+(loading zeroconf, opening the sockets) is inside that time, not on top of
+it, and it stops browsing at once. ``elapsed_s`` counts from the start too.
 """
 
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from datetime import datetime
 
 import click
 
+from sparksync.cli.command_clock import command_started
+from sparksync.core.base import SparkSyncError
 from sparksync.core.discovery import DEFAULT_PROBE_TIMEOUT_S, DiscoveredNode, Discovery, merge_nodes, scan_nodes
 
 DEFAULT_TIMEOUT_S = 3.0
@@ -22,11 +32,16 @@ DEFAULT_TIMEOUT_S = 3.0
 @click.command("discover")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array of discovered nodes.")
 @click.option(
+    "--stream",
+    is_flag=True,
+    help="Print each node to stdout as it is found or changes (with --json: one JSON object a line).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0.1, max=600),
     default=DEFAULT_TIMEOUT_S,
     show_default=True,
-    help="Seconds to listen for mDNS answers.",
+    help="Seconds until the command ends (its start-up included), listening for mDNS answers.",
 )
 @click.option(
     "--interface",
@@ -55,6 +70,7 @@ DEFAULT_TIMEOUT_S = 3.0
 @click.option("--no-mdns", is_flag=True, help="Do not browse mDNS; only --scan (for networks that block it).")
 def discover(
     as_json: bool,
+    stream: bool,
     timeout: float,
     interfaces: tuple[str, ...],
     scans: tuple[str, ...],
@@ -65,22 +81,77 @@ def discover(
     """Find nodes: our agent, bare DGX Sparks and other SSH hosts on this network."""
     if no_mdns and not scans:
         raise click.UsageError("--no-mdns leaves nothing to do; give at least one --scan CIDR_OR_HOST")
-    deadline = time.monotonic() + timeout
-    discovery = None if no_mdns else Discovery(list(interfaces) or None).start()
-    try:
-        # Browsing goes on in the background while the scans run.
+    started = command_started()
+    teller = _Teller(as_json, stream, started)
+    if no_mdns:
         scanned = [node for target in scans for node in scan_nodes(target, port, timeout_s=scan_timeout)]
-        if discovery is None:
-            nodes = merge_nodes(scanned, "scan")
-        else:
-            for node in scanned:
-                discovery.add(node, "scan")
-            time.sleep(max(0.0, deadline - time.monotonic()))
-            nodes = discovery.nodes()
+        nodes = merge_nodes(scanned, "scan")
+        for node in nodes:
+            teller.tell("added", node)
+    else:
+        nodes = _browse(list(interfaces) or None, scans, port, scan_timeout, started + timeout, teller)
+    if not stream:
+        _print(nodes, as_json)
+    elif not nodes:
+        _print([], as_json=False)  # only the hint, on stderr
+
+
+def _browse(
+    interfaces: list[str] | None, scans: tuple[str, ...], port: int, scan_timeout: float, deadline: float,
+    teller: _Teller,
+) -> list[DiscoveredNode]:
+    """Browse until ``deadline`` (monotonic), telling each change as it happens; then stop at once."""
+    events: queue.SimpleQueue[tuple[str, DiscoveredNode | SparkSyncError]] = queue.SimpleQueue()
+    discovery = Discovery(interfaces)
+    # Called from zeroconf's thread under the table's lock: only hand the event over.
+    discovery.add_listener(lambda event, node: events.put((event, node)))
+    discovery.start()
+    try:
+        if scans:  # the scans run beside the browsing, and their hits merge into the same table
+            threading.Thread(
+                target=_scan_into, args=(discovery, scans, port, scan_timeout, events), name="discover-scan",
+                daemon=True,
+            ).start()
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                event, item = events.get(timeout=left)
+            except queue.Empty:
+                break
+            if isinstance(item, SparkSyncError):
+                raise item  # a --scan the scan refused: one clear line, as without mDNS
+            teller.tell(event, item)
+        return discovery.nodes()
     finally:
-        if discovery is not None:
-            discovery.stop()
-    _print(nodes, as_json)
+        discovery.stop()
+
+
+def _scan_into(discovery: Discovery, scans: tuple[str, ...], port: int, scan_timeout: float, events) -> None:
+    try:
+        for target in scans:
+            for node in scan_nodes(target, port, timeout_s=scan_timeout):
+                discovery.add(node, "scan")
+    except SparkSyncError as exc:
+        events.put(("error", exc))
+
+
+class _Teller:
+    """Each change as it happens: a line on stderr, or with --stream the entry itself on stdout."""
+
+    def __init__(self, as_json: bool, stream: bool, started: float):
+        self.as_json, self.stream, self.started = as_json, stream, started
+        self._told: set[str] = set()
+
+    def tell(self, event: str, node: DiscoveredNode) -> None:
+        elapsed = time.monotonic() - self.started
+        if self.stream and self.as_json:
+            line = {"event": event, "elapsed_s": round(elapsed, 3), "node": node.model_dump(mode="json")}
+            click.echo(json.dumps(line))
+        elif self.stream:
+            click.echo(f"{event:<8} {elapsed:6.2f} s  " + "  ".join(_row(node)))
+        elif event == "added" and node.key not in self._told:
+            self._told.add(node.key)
+            addresses = ", ".join(node.addresses) or "-"
+            click.echo(f"found {node.hostname} ({addresses}, {node.kind}) after {elapsed:.2f} s", err=True)
 
 
 def _print(nodes: list[DiscoveredNode], as_json: bool) -> None:

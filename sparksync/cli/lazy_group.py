@@ -33,3 +33,4 @@ class LazyGroup(click.Group):
                 raise TypeError(f"{self._lazy[cmd_name]} is not a click command")
             self.add_command(command, cmd_name)  # resolved once
         return command
+

@@ -15,6 +15,7 @@ import logging
 import click
 
 from sparksync import __version__
+from sparksync.cli.command_clock import mark_started
 from sparksync.cli.lazy_group import LazyGroup
 from sparksync.core.base import SparkSyncError
 from sparksync.core.base import remove_interrupted_writes
@@ -48,6 +49,7 @@ class _Cli(LazyGroup):
 @click.option("-v", "--verbose", count=True, help="Log more (-v: info, -vv: debug) to stderr.")
 def cli(verbose: int) -> None:
     """Manage a cluster of NVIDIA DGX Spark nodes from this computer."""
+    mark_started(click.get_current_context())
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     # httpx logs every request at INFO; that is debug detail for us.

@@ -128,9 +128,54 @@ def test_errors_are_one_clear_line(args, code, message):
 def test_real_process_with_explicit_interface(publisher):
     host = unique_host("spark")
     publisher.register(ssh_service(host, [doc_address()]))
-    argv = ["node", "discover", "--json", "--interface", "127.0.0.1", "--timeout", "2"]
+    # The timeout counts from the command's start, imports included; mDNS on loopback answers in 1-2 s.
+    argv = ["node", "discover", "--json", "--interface", "127.0.0.1", "--timeout", "4"]
     done = subprocess.run(
         [sys.executable, "-m", "sparksync", *argv], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     assert parse(done.stdout)[host].kind == "spark"
+
+
+def test_stream_prints_each_node_as_a_json_line_while_it_still_browses(publisher):
+    """``--json --stream``: the node's line arrives while the command is still listening, not at its end."""
+    host = unique_host("spark")
+    publisher.register(ssh_service(host, [doc_address()]))
+    argv = ["node", "discover", "--json", "--stream", "--interface", "127.0.0.1", "--timeout", "20"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sparksync", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        seen = []
+        for line in proc.stdout:
+            item = json.loads(line)
+            seen.append(item)
+            if normalize_host(item["node"]["hostname"]) == host:
+                still_running = proc.poll() is None
+                break
+        else:
+            raise AssertionError(f"no line for {host}: {seen}; {proc.stderr.read()}")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert still_running  # printed as found, with most of the 20 s still to go
+    assert item["event"] == "added" and 0 <= item["elapsed_s"] < 20
+    assert DiscoveredNode.model_validate(item["node"]).kind == "spark"
+
+
+def test_found_nodes_are_told_on_stderr_and_the_table_comes_at_the_end(publisher):
+    host = unique_host("spark")
+    publisher.register(ssh_service(host, [doc_address()]))
+    result = run("--interface", "127.0.0.1", "--timeout", "1.5")
+    assert result.exit_code == 0, result.output
+    assert f"found {host}.local" in result.stderr
+    assert any(f"{host}.local" in row for row in result.stdout.splitlines()[1:])
+
+
+def test_stream_without_json_prints_rows(publisher):
+    host = unique_host("spark")
+    publisher.register(ssh_service(host, [doc_address()]))
+    result = run("--stream", "--interface", "127.0.0.1", "--timeout", "1.5")
+    assert result.exit_code == 0, result.output
+    (row,) = [r for r in result.stdout.splitlines() if f"{host}.local" in r and r.startswith("added")]
+    assert row.split()[3:5] == ["spark", "likely"]

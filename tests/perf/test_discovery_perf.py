@@ -9,14 +9,21 @@ each is its own ``_sparksync._tcp`` machine. A ninth node browses:
 - the anchor: ``avahi-browse -rpt _sparksync._tcp`` against a freshly started
   (empty-cache) avahi-daemon in the same node (see avahi_anchor.py).
 
-The two take turns, and consecutive rounds are over a second apart, so the
+- the command: ``sparksync node discover --json --stream --timeout 3`` as a
+  user runs it, its JSON lines read as they arrive: time to the first node,
+  to all eight, and to its exit (which should be its timeout, give or take
+  half a second of start-up).
+
+The three take turns, and consecutive rounds are over a second apart, so the
 responders' one-second multicast rate limit (RFC 6762 section 6) never holds
-an answer back. Target (issue 3): all eight found within 1.5 s (p50).
+an answer back. Target (issue 3): all eight found within 1.5 s (p50); issue 19: the
+command's first node printed at once, and its exit at its timeout +- 0.5 s.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,6 +48,8 @@ RATE_LIMIT_GAP_S = 1.1  # RFC 6762: a record is multicast at most once a second 
 BROWSE_TIMEOUT_S = 10.0
 AVAHI_TYPE = SERVICE_TYPE.removesuffix(".local.")  # avahi-browse takes the type without the domain
 ROUNDS = max(2, round(5 * scale_from_env()))
+CLI_TIMEOUT_S = 3.0
+EXIT_SLACK_S = 0.5
 
 # Runs as a fresh process inside the browsing node: the clock starts when Discovery is built.
 OURS = """
@@ -93,15 +102,18 @@ def test_discovery_of_8_nodes_from_a_cold_start(advertising_lab, tmp_path, perf_
     lab, agents = advertising_lab
     browser = lab.nodes[NODES]
     expected = {agent.identity.hostname: agent.node.ip for agent in agents}
-    ours, theirs = [], []
+    ours, theirs, cli = [], [], []
     with PrivateAvahi(lab, browser, tmp_path / "avahi") as avahi:
         for _ in range(ROUNDS):
             ours.append(_run_ours(lab, browser, expected))
+            time.sleep(RATE_LIMIT_GAP_S)
+            cli.append(_run_cli(lab, browser, expected))
             time.sleep(RATE_LIMIT_GAP_S)
             with avahi.cold():
                 theirs.append(avahi.browse(AVAHI_TYPE, BROWSE_TIMEOUT_S))
             time.sleep(RATE_LIMIT_GAP_S)
     report = _report(ours, theirs, expected, agents)
+    _cli_report(report, cli, theirs)
     report.publish(perf_out)
     assert_targets(report)
 
@@ -114,6 +126,49 @@ def _run_ours(lab: Lab, browser: LabNode, expected: dict[str, str]) -> dict:
     result = json.loads(done.stdout)
     result["process_s"] = time.monotonic() - started
     return result
+
+
+def _run_cli(lab: Lab, browser: LabNode, expected: dict[str, str]) -> dict:
+    """``node discover --json --stream`` in the browsing node: when its lines arrive, when it exits."""
+    argv = [sys.executable, "-m", "sparksync", "node", "discover", "--json", "--stream",
+            "--interface", browser.ip, "--timeout", str(CLI_TIMEOUT_S)]  # fmt: skip
+    started = time.monotonic()
+    proc = lab.popen(browser, argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = complete = None
+    latest: dict[str, dict] = {}
+    for line in proc.stdout:
+        at = time.monotonic() - started
+        item = json.loads(line)
+        node = item["node"]
+        if item["event"] == "removed":
+            latest.pop(node["key"], None)
+            continue
+        latest[node["key"]] = node
+        agents = {n["hostname"].removesuffix(".local"): n for n in latest.values() if n["kind"] == "agent"}
+        if first is None and agents:
+            first = at
+        if complete is None and all(h in agents and a in agents[h]["addresses"] for h, a in expected.items()):
+            complete = at
+    proc.wait(timeout=CLI_TIMEOUT_S + 30)
+    exited = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr.read()
+    return {"first_s": first, "all_s": complete, "exit_s": exited}
+
+
+def _cli_report(report: Report, cli: list[dict], theirs: list[Browse]) -> None:
+    report.note(f"sparksync node discover --json --stream --timeout {CLI_TIMEOUT_S:g}, from spawn:")
+    firsts = [r["first_s"] for r in cli if r["first_s"] is not None]
+    alls = [r["all_s"] for r in cli if r["all_s"] is not None]
+    exits = [r["exit_s"] for r in cli]
+    _figures(report, "cli_first", "command: first node printed", firsts)
+    _figures(report, "cli_all", "command: all 8 printed", alls)
+    _figures(report, "cli_exit", "command: exit", exits)
+    avahi_first = [min(b.resolved_at.values()) for b in theirs if b.resolved_at]
+    _figures(report, "avahi_first", "avahi-browse -rpt: first resolved", avahi_first)
+    report.check("command found all 8 every time", len(alls) == len(cli), f"{len(alls)} of {len(cli)} runs")
+    worst = max(abs(e - CLI_TIMEOUT_S) for e in exits)
+    report.check(f"command ends at its timeout +- {EXIT_SLACK_S:g} s", worst <= EXIT_SLACK_S,
+                 f"exits after {', '.join(f'{e:.2f}' for e in exits)} s")  # fmt: skip
 
 
 def _report(

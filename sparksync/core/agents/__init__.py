@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sparksync.core.agents.link import AGENT_TIMEOUT_S, AgentLink, NodeAgents
+    from sparksync.core.agents.link import AGENT_TIMEOUT_S, SSH_TIMEOUT_S, AgentLink, NodeAgents
     from sparksync.core.agents.local_link import LocalLink
-    from sparksync.core.agents.ssh_link import SSH_TIMEOUT_S, SshLink
+    from sparksync.core.agents.ssh_link import SshLink
     from sparksync.core.agents.this_computer import LOCAL_ALIAS, LOCAL_NODE_NAME, canonical_name, is_local
     from sparksync.core.agents.client import AgentClient, LogGap, LogItem
     from sparksync.core.agents.stream import (
@@ -42,7 +42,7 @@ _WHERE = {
     "AGENT_TIMEOUT_S": "link",
     "LocalLink": "local_link",
     "SshLink": "ssh_link",
-    "SSH_TIMEOUT_S": "ssh_link",
+    "SSH_TIMEOUT_S": "link",
     "LOCAL_NODE_NAME": "this_computer",
     "LOCAL_ALIAS": "this_computer",
     "is_local": "this_computer",

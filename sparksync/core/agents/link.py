@@ -36,6 +36,7 @@ from sparksync.core.fleet.problems import NodeProblem
 T = TypeVar("T")
 
 AGENT_TIMEOUT_S = 5.0  # one request to an agent
+SSH_TIMEOUT_S = 15.0  # waiting for an SSH transport, an SFTP read or a channel
 
 
 class AgentLink(ABC):

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from sparksync_agent.state import Endpoint
 
 from sparksync.core.agents.client import AgentClient
-from sparksync.core.agents.link import AGENT_TIMEOUT_S, AgentLink
+from sparksync.core.agents.link import AGENT_TIMEOUT_S, SSH_TIMEOUT_S, AgentLink
 from sparksync.core.base.errors import (
     AgentAuthError,
     AgentRequestError,
@@ -42,7 +42,6 @@ from sparksync.core.ssh.tunnel import Tunnel
 
 log = logging.getLogger(__name__)
 
-SSH_TIMEOUT_S = 15.0  # waiting for the transport, an SFTP read or a channel
 MAX_FILE_BYTES = 64 * 1024  # the token and endpoint.json are tiny; refuse anything odd
 
 

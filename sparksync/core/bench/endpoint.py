@@ -10,12 +10,14 @@ from __future__ import annotations
 import http.client
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 
 from sparksync.core.bench.errors import BenchInputError, EndpointUnreachableError, ModelNotServedError
+
+if TYPE_CHECKING:  # httpx loads with the first probe: the Benchmarks panel opens without it
+    import httpx
 
 PROBE_TIMEOUT_S = 10.0
 # A one-token answer on a large prompt still prefills it; give the server time.
@@ -56,6 +58,8 @@ class EndpointProbe:
     def __init__(self, endpoint: Endpoint):
         self.endpoint = endpoint
         headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+        import httpx
+
         self._http = httpx.Client(headers=headers, timeout=PROBE_TIMEOUT_S)
 
     def close(self) -> None:
@@ -78,6 +82,8 @@ class EndpointProbe:
 
     def props(self) -> dict[str, Any] | None:
         """llama.cpp's /props, or None on servers without it."""
+        import httpx
+
         try:
             response = self._http.get(self.endpoint.server_root + "/props")
         except httpx.HTTPError:
@@ -143,6 +149,8 @@ class EndpointProbe:
         return self._checked(lambda: self._http.post(url, json=payload, timeout=COUNT_TIMEOUT_S), url)
 
     def _checked(self, send, url: str) -> Any:
+        import httpx
+
         try:
             response = send()
         except httpx.TimeoutException:

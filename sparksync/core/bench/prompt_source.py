@@ -11,11 +11,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sparksync.core.bench.errors import BenchInputError
+
+if TYPE_CHECKING:  # http.server loads with the first run, not with the Benchmarks panel
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,8 @@ class PromptServer:
         return f"http://127.0.0.1:{self._server.server_port}{self._path}"
 
     def __enter__(self) -> PromptServer:
+        from http.server import ThreadingHTTPServer
+
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="bench-prompt-server",
@@ -70,6 +74,9 @@ class PromptServer:
         self._server = None
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        from http import HTTPStatus
+        from http.server import BaseHTTPRequestHandler
+
         body, path = self._body, self._path
 
         class Handler(BaseHTTPRequestHandler):

@@ -14,11 +14,14 @@ def install_command(python: str, bundle_dir: str, manifest: BundleManifest) -> l
 
     ``--no-index`` keeps pip off the network (nodes often have none) and
     ``--isolated`` keeps the node user's pip.conf and PIP_* variables out, so
-    the result depends on the bundle alone.
+    the result depends on the bundle alone. ``--no-compile``: pip would
+    byte-compile every file of every wheel, most of which the agent never
+    imports; Python compiles (and caches) what the agent does import as it
+    starts. That was most of the install's CPU, paid on every node at once.
     """
     return [
         python, "-m", "pip", "install",
         "--isolated", "--no-index", "--find-links", bundle_dir,
-        "--only-binary=:all:", "--disable-pip-version-check", "--no-input",
+        "--only-binary=:all:", "--disable-pip-version-check", "--no-input", "--no-compile",
         manifest.requirement(),
     ]  # fmt: skip

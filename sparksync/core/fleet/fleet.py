@@ -30,15 +30,14 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from sparksync_agent.protocol import AgentStatus, Snapshot
 
 from sparksync.core.agents.client import AgentClient
-from sparksync.core.agents.link import AGENT_TIMEOUT_S, AgentLink
+from sparksync.core.agents.link import AGENT_TIMEOUT_S, SSH_TIMEOUT_S, AgentLink
 from sparksync.core.agents.local_link import LocalLink
 from sparksync.core.agents.this_computer import LOCAL_NODE_NAME, canonical_name, is_local
-from sparksync.core.agents.ssh_link import SSH_TIMEOUT_S, SshLink
 from sparksync.core.base.backoff import Backoff
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.base.listeners import Listeners
@@ -48,16 +47,18 @@ from sparksync.core.fleet.state import Cause, NodeState, NodeStatus, StateTracke
 from sparksync.core.fleet.store import NodeStateStore
 from sparksync.core.nodes.registry import PairedNode, Registry
 from sparksync.core.nodes.rows import FleetListener, FleetState
-from sparksync.core.ssh.client_key import ClientKey
-from sparksync.core.ssh.connection import Dialer, SshSettings
-from sparksync.core.ssh.transports import NodeTransports
+
+if TYPE_CHECKING:  # the SSH stack (paramiko, the keyring) loads once a paired node is reached
+    from sparksync.core.ssh.client_key import ClientKey
+    from sparksync.core.ssh.connection import Dialer, SshSettings
+    from sparksync.core.ssh.transports import NodeTransports
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CHECK_TIMEOUT_S = 20.0
 
 ChangeCallback = Callable[[NodeStatus, NodeStatus], None]
-KeySource = ClientKey | Callable[[], ClientKey] | None  # None: this computer's key, from the keyring
+KeySource: TypeAlias = "ClientKey | Callable[[], ClientKey] | None"  # None: this computer's key, from the keyring
 T = TypeVar("T")
 
 
@@ -156,6 +157,8 @@ class Fleet:
             with self._lock:
                 link = self._links.get(name)
                 if link is None:
+                    from sparksync.core.agents.ssh_link import SshLink
+
                     link = self._links[name] = SshLink(
                         name, transports, ssh_timeout=self.ssh_timeout, agent_timeout=self.agent_timeout
                     )
@@ -176,6 +179,8 @@ class Fleet:
         key = self._client_key()  # the keyring: never under the lock
         with self._lock:
             if self._transports is None:
+                from sparksync.core.ssh.transports import NodeTransports
+
                 self._transports = NodeTransports(
                     key, self.registry, dialer=self._dialer, settings=self._ssh_settings, backoff=self._backoff
                 )
@@ -293,6 +298,8 @@ class Fleet:
     # --- internals -------------------------------------------------------------------------------
 
     def _client_key(self) -> ClientKey:
+        from sparksync.core.ssh.client_key import ClientKey
+
         source = self._key_source
         if isinstance(source, ClientKey):
             return source

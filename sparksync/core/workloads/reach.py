@@ -16,13 +16,14 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from sparksync.core.agents.this_computer import is_local
-from sparksync.core.ssh.transports import NodeTransports
-from sparksync.core.ssh.tunnel import open_tunnel
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.workload_store import Endpoint, WorkloadRecord
+
+if TYPE_CHECKING:  # the SSH stack loads with the first tunnel, not with the module
+    from sparksync.core.ssh.transports import NodeTransports
 
 TUNNEL_TIMEOUT_S = 15.0
 WILDCARDS = ("0.0.0.0", "::", "")
@@ -50,6 +51,8 @@ class TunnelReach:
         if is_local(endpoint.node):
             yield f"http://{_bracketed(host)}:{endpoint.port}"
             return
+        from sparksync.core.ssh.tunnel import open_tunnel
+
         tunnel = open_tunnel(self.fleet.transports, endpoint.node, endpoint.port, remote_host=host,
                              timeout=self.timeout)  # fmt: skip
         with tunnel:

@@ -22,8 +22,7 @@ from sparksync.core.planner import (
     prefill_bound,
     read_model,
 )
-from sparksync.core.planner import PlanInputError
-from sparksync.core.planner import GB, plan_on
+from sparksync.core.planner import GB, PlanInputError, plan_on
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from sparksync.core.planner import QUANTS, FitOptions, Hardware, ModelSpec, PlanInputError, stated_cluster
-from sparksync.core.planner import DEFAULT_OVERHEAD_GB, GB, MAX_NODES
-from sparksync.core.planner import KV_DTYPES
+from sparksync.core.planner import DEFAULT_OVERHEAD_GB, GB, KV_DTYPES, MAX_NODES
 from sparksync.gui.planner.answer import PlannerAnswer, answer, answer_for_file, verdict
 from sparksync.gui.workers import Jobs
 

@@ -33,13 +33,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from sparksync.core.base import SparkSyncError
-from sparksync.core.base import config_dir
+from sparksync.core.base import SparkSyncError, config_dir
 from sparksync.core.agents import NodeAgents
-from sparksync.core.workloads import fit_lines
-from sparksync.core.workloads import Prepared
-from sparksync.core.workloads import INFERENCE_ENGINES, Recipe
-from sparksync.core.workloads import all_recipes
+from sparksync.core.workloads import INFERENCE_ENGINES, Prepared, Recipe, all_recipes, fit_lines
 from sparksync.gui.workers import Jobs
 from sparksync.switchyard.layout import FORMS, Layout, LayoutRequest, LayoutStarted, start_layout
 

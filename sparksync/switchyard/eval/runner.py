@@ -14,13 +14,15 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-
-import httpx
+from typing import TYPE_CHECKING
 
 from sparksync.switchyard.answer import Answer, StreamAssembler, from_completion
 from sparksync.switchyard.eval.cases import Case, CaseFile
 from sparksync.switchyard.eval.scoring import CaseScore, score_case
 from sparksync.switchyard.sse import SseScanner, StreamStats, load_payload
+
+if TYPE_CHECKING:  # httpx loads with the first run: reading stored reports (the app) does without it
+    import httpx
 
 DEFAULT_MAX_TOKENS = 256
 REQUEST_TIMEOUT_S = 600.0
@@ -119,6 +121,8 @@ async def run_target(
 async def _run_case(
     client: httpx.AsyncClient, url: str, cases: CaseFile, case: Case, model: str, max_tokens: int
 ) -> CaseRun:
+    import httpx
+
     started = time.monotonic()
     try:
         response = await client.post(
@@ -147,6 +151,8 @@ async def _run_case(
 async def _stream_case(
     client: httpx.AsyncClient, url: str, cases: CaseFile, case: Case, model: str, max_tokens: int
 ) -> CaseRun:
+    import httpx
+
     started = time.monotonic()
     stats, scanner, assembler = StreamStats(started), SseScanner(), StreamAssembler()
     body = request_body(cases, case, model, max_tokens, stream=True)

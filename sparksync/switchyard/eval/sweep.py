@@ -26,14 +26,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-import httpx
 from pydantic import BaseModel, Field
 
 from sparksync.switchyard.config import VIRTUAL_MODEL, SwitchyardConfig
 from sparksync.switchyard.errors import EvalError
 from sparksync.switchyard.eval.cases import CaseFile
 from sparksync.switchyard.eval.load import LoadResult, play_load
-from sparksync.switchyard.eval.play import local_gateway
 from sparksync.switchyard.eval.report import NO_SCORE, percentile
 from sparksync.switchyard.eval.runner import DEFAULT_MAX_TOKENS, Target, TargetRun, request_body, run_target
 from sparksync.switchyard.sources import PoolSource
@@ -177,6 +175,8 @@ def run_sweep(
 ) -> SweepReport:
     spec.check(config)
     anchor_value = spec.anchor_value()
+    from sparksync.switchyard.eval.play import local_gateway  # the gateway's server stack: only to run one
+
     plan: list[tuple[str, str | None, SwitchyardConfig, str]] = []
     if anchor_value is None:
         plan.append((ANCHOR, None, config, config.policy.large))
@@ -206,6 +206,8 @@ def run_sweep(
 async def _point(
     url: str, cases: CaseFile, model: str, concurrency: int, settings: SweepSettings
 ) -> tuple[TargetRun, LoadResult]:
+    import httpx  # only to run a sweep: reading stored ones does without it
+
     limits = httpx.Limits(max_connections=concurrency + 4)
     async with httpx.AsyncClient(limits=limits, trust_env=False) as client:
         scored = await run_target(client, url, cases, Target(model, model), concurrency, settings.max_tokens,
