@@ -144,6 +144,10 @@ def test_wrong_cabling_is_named_and_not_planned(fabric_cluster, real_keyring):  
     kinds = {p["kind"] for p in found["problems"]}
     assert {"self_cabled", "open_ring"} <= kinds, found["problems"]
     assert any("n4 is cabled to itself" in p["message"] for p in found["problems"])
+    done = run_cli(cluster, real_keyring, "cluster", "detect", *SPEED)
+    print(done.stdout)
+    assert done.returncode == 0 and done.stdout.startswith("Fabric: mixed or broken, 4 nodes")
+    assert "  n1 port 1 <-> n2 port 0  [10G]" in done.stdout and "error: n4 is cabled to itself" in done.stdout
     done = run_cli(cluster, real_keyring, "cluster", "plan", *SPEED)
     assert done.returncode == 2 and "cannot be planned" in done.stderr and "n4 is cabled to itself" in done.stderr
 
