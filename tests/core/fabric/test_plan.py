@@ -143,3 +143,13 @@ def test_a_new_plan_leaves_the_applied_one_until_it_is_applied(tmp_path):
     assert store.applied() == second
     store.set_state(PlanState.rolled_back)
     assert store.applied() is None and store.load().plan == second
+
+
+def test_both_ports_on_one_switch_segment_get_subnets_of_their_own():
+    cabling = Cabling(NODES8[:4])
+    cabling.segments.append([(n, p) for n in NODES8[:4] for p in (0, 1)])  # all 8 ports on one L2 segment
+    plan = plan_for(cabling)
+    assert plan.topology.value == "switch" and len(plan.links) == 4
+    for node in plan.nodes.values():
+        subnets = [subnet(i.address) for i in node.interfaces]
+        assert len(node.interfaces) == 4 and len(set(subnets)) == 4  # no two netdevs on one subnet
