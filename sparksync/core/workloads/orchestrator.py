@@ -35,7 +35,6 @@ from sparksync.core.agents.link import NodeAgents
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.fabric.plan import FabricPlan
 from sparksync.core.fabric.store import FabricStore
-from sparksync.core.nodes.identity import NodeNames
 from sparksync.core.workloads.fabric import Fabric, FabricPort, FabricSettings, NodeFabric, Topology
 from sparksync.core.workloads.launches import GroupLaunch, plan_launches
 from sparksync.core.workloads.memory_fit import GroupFit, require_fit
@@ -165,7 +164,7 @@ class Orchestrator:
         self.store = store if store is not None else WorkloadStore()
         self.fabric_settings = fabric_settings or FabricSettings()
         # The applied fabric plan, read at each prepare: its per-node environment feeds every launch.
-        self.fabric_store = fabric_store if fabric_store is not None else FabricStore(names=NodeNames.current)
+        self.fabric_store = fabric_store if fabric_store is not None else FabricStore()
         self.on_progress = on_progress
         self.poll_s = poll_s
         self.stop_grace_s = stop_grace_s
