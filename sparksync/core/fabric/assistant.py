@@ -9,9 +9,8 @@ its links. The tray reads ``fabric_health`` from the newest stored check.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from sparksync.core.fabric.check_results import FabricCheckReport, LinkCheck, Measurement, Verdict
@@ -49,10 +48,12 @@ def as_step(event: object) -> StepEvent:
 class ClusterAssistant:
     """Detect, plan, apply, mesh and check the fabric of the paired nodes (call each in a worker)."""
 
-    def __init__(self, fleet: Callable[[], Fleet], on_progress: Callable[[StepEvent], None] | None = None):
+    def __init__(self, fleet: Callable[[], Fleet], on_progress: Callable[[StepEvent], None] | None = None, *,
+                 line_rate_mbps: int | None = None, check_options: CheckOptions | None = None):
         self._fleet = fleet
         self.on_progress = on_progress
-        self._lock = threading.Lock()
+        self.line_rate_mbps = line_rate_mbps  # None: a CX-7 port's 200 Gb/s
+        self.check_options = check_options
 
     def _tell(self, event: object) -> None:
         if self.on_progress is not None:
@@ -114,7 +115,8 @@ class ClusterAssistant:
 
         stored = self.stored()
         topology = stored.applied.topology.value if stored.applied else None
-        options = options or CheckOptions(topology=topology)
+        options = options or self.check_options or CheckOptions()
+        options = replace(options, topology=options.topology or topology)
         report = run_check(FleetShell(self._fleet()), self.links(), options, self._tell)
         FabricCheckHistory().add(report)
         return report
@@ -132,7 +134,9 @@ class ClusterAssistant:
         if stored.applied is None:
             raise FabricSetupError("No fabric plan is applied yet: detect, plan and apply it first.")
         ids = {n.node_id: n.name for n in self._fleet().nodes()}
-        return links_from_plan(stored.applied, ids.get)
+        if self.line_rate_mbps is None:
+            return links_from_plan(stored.applied, ids.get)
+        return links_from_plan(stored.applied, ids.get, self.line_rate_mbps)
 
 
 def fabric_health(report: FabricCheckReport | None) -> str | None:
