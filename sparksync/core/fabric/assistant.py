@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from sparksync.core.fabric.check_results import FabricCheckReport, LinkCheck, Measurement, Verdict
+from sparksync.core.fabric.check_results import FabricCheckReport, LinkCheck, Measurement, Verdict, worst
 
 if TYPE_CHECKING:
     from sparksync.core.fabric.check import CheckOptions, CheckProgress
@@ -172,6 +172,8 @@ class DrawnEdge:
     figures: list[str] = field(default_factory=list)
     verdict: Verdict | None = None  # of the acceptance check, None: not checked
 
+    headline: str = ""  # the one figure worth showing on the edge: the worst flagged one, else the slowest
+
     @property
     def marked(self) -> bool:
         return bool(self.problems) or self.verdict in (Verdict.degraded, Verdict.failed)
@@ -241,6 +243,7 @@ def drawing_from_plan(plan: FabricPlan, report: FabricCheckReport | None = None,
 def _add_figures(drawing: Drawing, report: FabricCheckReport | None) -> None:
     if report is None:
         return
+    edge_links: dict[str, list[LinkCheck]] = {}
     for link in report.links:
         a, b = link.nodes
         targets = [e for e in drawing.edges if {e.a, e.b} == {a, b}]
@@ -248,9 +251,29 @@ def _add_figures(drawing: Drawing, report: FabricCheckReport | None) -> None:
             targets = [e for e in drawing.edges if e.b in drawing.switches and e.a in (a, b)]
         for edge in targets:
             edge.figures += _figure_lines(link)
-            edge.verdict = _merge(edge.verdict, link.verdict)
+            ran = [m.verdict for m in link.measurements if m.verdict is not Verdict.not_run]
+            edge.verdict = _merge(edge.verdict, worst(ran) if ran else Verdict.not_run)
+            edge_links.setdefault(edge.key, []).append(link)
+    for edge in drawing.edges:
+        edge.headline = _headline(edge_links.get(edge.key, []))
     for m in report.cluster:
         drawing.notes.append(m.text())
+
+
+def _headline(links: list[LinkCheck]) -> str:
+    """The edge's figure: its worst flagged measurement, else its slowest bandwidth, as % of line rate."""
+    measured = [m for link in links for m in link.measurements]
+    flagged = [m for m in measured if m.verdict in (Verdict.degraded, Verdict.failed)]
+    if flagged:
+        m = min(flagged, key=lambda m: m.percent_of_line if m.percent_of_line is not None else -1.0)
+        if m.value is not None and m.unit in ("Gb/s", "GB/s"):
+            return f"⚠ {m.test} {m.where}\n{m.value:.3g} {m.unit} ({m.percent_of_line or 0:.0f} % of line)"
+        return f"⚠ {m.test} {m.where}\n{m.detail or m.verdict.value}"
+    tcp = [m for m in measured if m.test == "iperf3" and m.value is not None]
+    if not tcp:
+        return ""
+    m = min(tcp, key=lambda m: m.value or 0.0)
+    return f"TCP ≥ {m.value:.3g} Gb/s\n({m.percent_of_line or 0:.0f} % of line)"
 
 
 def _figure_lines(link: LinkCheck) -> list[str]:
@@ -266,8 +289,6 @@ def _figure_lines(link: LinkCheck) -> list[str]:
 
 
 def _merge(old: Verdict | None, new: Verdict) -> Verdict:
-    from sparksync.core.fabric.check_results import worst
-
     return new if old is None else worst([old, new])
 
 

@@ -8,6 +8,7 @@ The whole report is one JSON document in the history (``fabric_checks``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from enum import Enum
 
@@ -35,7 +36,7 @@ class Verdict(str, Enum):
 _RANK = {Verdict.passed: 0, Verdict.not_run: 1, Verdict.degraded: 2, Verdict.failed: 3}
 
 
-def worst(verdicts: list[Verdict]) -> Verdict:
+def worst(verdicts: Sequence[Verdict]) -> Verdict:
     return max(verdicts, key=_RANK.__getitem__, default=Verdict.not_run)
 
 

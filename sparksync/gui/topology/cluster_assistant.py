@@ -326,8 +326,9 @@ class ClusterAssistantView(QWidget):
         for row, (link, m) in enumerate(rows):
             figure = "" if m.value is None else f"{m.value:.3g} {m.unit or ''}"
             share = "" if m.percent_of_line is None else f"{m.percent_of_line:.0f} %"
-            cells = (f"{link.a} ↔ {link.b}" if link else "cluster", m.test, m.where, figure, share,
-                     m.verdict.value + (f": {m.detail}" if m.detail else ""))
+            verdict = m.detail if m.detail.startswith(m.verdict.value) else (
+                m.verdict.value + (f": {m.detail}" if m.detail else ""))
+            cells = (_link_text(link) if link else "cluster", m.test, m.where, figure, share, verdict)
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
@@ -348,3 +349,10 @@ class ClusterAssistantView(QWidget):
     def figure_rows(self) -> list[list[str]]:
         return [[self.figures.item(r, c).text() for c in range(self.figures.columnCount())]
                 for r in range(self.figures.rowCount())]
+
+
+def _link_text(link) -> str:
+    """``n1 ↔ n2 (enp1s0f0np0)``: the two nodes and the first end's interface (the twin the link is on)."""
+    a_node, a_iface = link.a.split(":", 1)
+    b_node = link.b.split(":", 1)[0]
+    return f"{a_node} ↔ {b_node} ({a_iface})"
