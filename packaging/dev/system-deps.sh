@@ -7,6 +7,10 @@ packages=(
   procps            # ps/pkill used by lab teardown
   openssh-server    # lab: a real sshd per node namespace
   openssh-client    # ssh-keygen for fingerprints in tests
+  sudo              # lab: each node's user is an administrator whose sudo asks for its password
+  netplan.io        # lab: the fabric helper validates its netplan file with netplan generate
+  iperf3            # lab: fabric link bandwidth checks
+  iputils-ping      # lab: the fabric neighbour probe (ping ff02::1), jumbo pings
   dbus              # a session bus for the real keyring in tests
   gnome-keyring     # a real Secret Service backend for keyring tests
   ninja-build       # engines: fast llama.cpp builds (cmake falls back to make)

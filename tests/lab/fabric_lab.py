@@ -20,7 +20,8 @@ reads ``carrier 0``. Cabling puts the peers into bridges in the hub:
 - ``direct(a, b)``: a's port 0 cabled to b's port 0.
 
 ``cut`` unplugs a port (its node end loses carrier), ``plug`` puts it back;
-``shape`` puts ``tc netem`` (rate, delay, loss) on both directions of a port.
+``shape`` caps a port's rate in both directions (``tc tbf``; with a delay or
+a loss, ``tc netem``, where the kernel has it).
 Every hub bridge and hub end has MTU 9000 so a planned jumbo MTU is carried.
 
 IPv6 link-local addresses come up on their own, as on a Spark; duplicate
@@ -114,17 +115,21 @@ class FabricLab:
 
     def shape(self, node: LabNode, port: int, rate: str | None = None, delay: str | None = None,
               loss: str | None = None) -> None:
-        """``tc netem`` on both directions of the port (both twins): e.g. ``rate="1gbit"``."""
-        netem = ["netem"]
-        if delay:
-            netem += ["delay", delay]
-        if loss:
-            netem += ["loss", loss]
-        if rate:
-            netem += ["rate", rate]
+        """Shape both directions of the port (both twins): e.g. ``rate="1gbit"``.
+
+        A rate alone is a token bucket (``tbf``), which every kernel has; a delay or a loss needs
+        ``netem`` (the sch_netem module), which some kernels (this test VM's) lack: LabError then.
+        """
+        if delay or loss:
+            qdisc = ["netem", *(["delay", delay] if delay else []), *(["loss", loss] if loss else []),
+                     *(["rate", rate] if rate else [])]
+        elif rate:
+            qdisc = ["tbf", "rate", rate, "burst", "256kb", "latency", "100ms"]
+        else:
+            raise ValueError("shape needs a rate, a delay or a loss")
         for twin in (0, 1):
-            self._tc(self.lab.wrap(node, ["tc"]), self.interface(port, twin), netem)
-            self._tc(["ip", "netns", "exec", self.lab.hub, "tc"], self.hub_end(node, port, twin), netem)
+            self._tc(self.lab.wrap(node, ["tc"]), self.interface(port, twin), qdisc)
+            self._tc(["ip", "netns", "exec", self.lab.hub, "tc"], self.hub_end(node, port, twin), qdisc)
 
     def unshape(self, node: LabNode, port: int) -> None:
         for twin in (0, 1):
@@ -133,6 +138,9 @@ class FabricLab:
                 subprocess.run([*argv, "qdisc", "del", "dev", dev, "root"], capture_output=True, timeout=15)
 
     # --- what tests read ----------------------------------------------------------------------
+
+    def has(self, node: LabNode, interface: str) -> bool:
+        return self.lab.exec(node, ["test", "-e", f"/sys/class/net/{interface}"]).returncode == 0
 
     def mac(self, node: LabNode, interface: str) -> str:
         done = self.lab.exec(node, ["cat", f"/sys/class/net/{interface}/address"], check=True)
@@ -151,6 +159,20 @@ class FabricLab:
         """Take a netdev away (as a driver reset would), so a step that needs it fails."""
         ip("-n", node.netns, "link", "del", interface)
 
+    def cap_mtu(self, node: LabNode, interface: str) -> None:
+        """Make ``interface`` a netdev that cannot take a jumbo MTU, still cabled as before.
+
+        The veth end is renamed and becomes the parent of a macvlan with the CX-7 name: a macvlan
+        can never have a larger MTU than its parent (1500), so setting MTU 9000 on it fails, as it
+        does on a port whose firmware caps the MTU.
+        """
+        ns, parent = node.netns, f"cap{node.index}{interface[-1]}"
+        ip("-n", ns, "link", "set", interface, "down")
+        ip("-n", ns, "link", "set", interface, "name", parent)
+        ip("-n", ns, "link", "set", parent, "up")
+        ip("-n", ns, "link", "add", "link", parent, "name", interface, "type", "macvlan", "mode", "bridge")
+        ip("-n", ns, "link", "set", interface, "up")
+
     # --- internals ----------------------------------------------------------------------------
 
     def _add_ports(self, node: LabNode) -> None:
@@ -166,6 +188,13 @@ class FabricLab:
                 ip("-n", ns, "link", "add", name, "type", "veth", "peer", "name", peer, "netns", self.lab.hub)
                 ip("-n", self.lab.hub, "link", "set", peer, "mtu", str(HUB_MTU))
                 ip("-n", ns, "link", "set", name, "up")  # no carrier until cabled
+
+    @staticmethod
+    def _tc(tc: list[str], dev: str, netem: list[str]) -> None:
+        done = subprocess.run([*tc, "qdisc", "replace", "dev", dev, "root", *netem], capture_output=True,
+                              text=True, timeout=15)
+        if done.returncode != 0:
+            raise LabError(f"tc on {dev} failed: {done.stderr.strip()}")
 
     def _segment(self, ends: list[tuple[LabNode, int]], switch: bool) -> Cable:
         bridge = f"fc{len(self.cables) + 1}"

@@ -97,7 +97,16 @@ def test_undo_last_apply_returns_to_the_plan_before(node, tmp_path):
 ])
 def test_refusals_change_nothing(node, tmp_path, interfaces, why):
     lab, fabric, n1, node_id = node
-    before = lab.exec(n1, ["ip", "-j", "addr"], check=True).stdout
+    before = links(lab, n1)
     rc, result = helper(lab, n1, tmp_path, node_id, "apply", plan=NodeFabricPlan(plan_id="x", interfaces=interfaces))
     assert rc == 2 and why in result.error
-    assert lab.exec(n1, ["ip", "-j", "addr"], check=True).stdout == before
+    assert links(lab, n1) == before
+    assert not (STATE_ROOT / node_id).exists()
+
+
+def links(lab, node) -> dict[str, tuple]:
+    """Every interface's MTU, flags and IPv4 addresses (IPv6 DAD flags change on their own)."""
+    entries = json.loads(lab.exec(node, ["ip", "-j", "addr"], check=True).stdout)
+    return {e["ifname"]: (e["mtu"], tuple(e["flags"]), tuple(sorted(
+        f"{a['local']}/{a['prefixlen']}" for a in e.get("addr_info", []) if a["family"] == "inet")))
+        for e in entries}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import pytest
 
 from tests.lab.fabric_lab import CX7_INTERFACES, FabricLab
@@ -52,3 +54,34 @@ def test_switch_puts_every_node_on_one_segment(lab_factory):
     seen = neighbours(lab, a, "enp1s0f0np0")
     others = {fabric.mac(n, name) for n in lab.nodes[1:] for name in ("enp1s0f0np0", "enP2p1s0f0np0")}
     assert others <= seen
+
+
+def test_a_shaped_port_caps_both_directions(lab_factory):
+    lab = lab_factory(2)
+    fabric = FabricLab(lab)
+    a, b = lab.nodes
+    fabric.direct(a, b)
+    lab.exec(b, ["ip", "addr", "add", "10.99.0.2/24", "dev", "enp1s0f0np0"], check=True)
+    lab.exec(a, ["ip", "addr", "add", "10.99.0.1/24", "dev", "enp1s0f0np0"], check=True)
+
+    def mbits(*extra: str) -> float:
+        """One second of iperf3 from a to b (``-R``: b to a), as received."""
+        server = lab.popen(b, ["iperf3", "-s", "-B", "10.99.0.2", "-1", "--forceflush"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL)
+        try:
+            while "listening" not in lab.read_line(server, 10):
+                pass
+            done = lab.exec(a, ["iperf3", "-c", "10.99.0.2", "-t", "1", "-J", *extra])
+            result = json.loads(done.stdout)
+            assert done.returncode == 0 and "error" not in result, done.stdout
+            return result["end"]["sum_received"]["bits_per_second"] / 1e6
+        finally:
+            server.wait(10)
+            server.stdout.close()
+
+    assert mbits() > 200  # a veth carries far more than the cap below
+    fabric.shape(b, 0, rate="50mbit")
+    assert mbits() < 75  # the far end's ingress is capped
+    assert mbits("-R") < 75  # and its egress
+    fabric.unshape(b, 0)
+    assert mbits() > 200

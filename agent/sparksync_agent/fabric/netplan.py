@@ -2,7 +2,7 @@
 
 ``/etc/netplan/40-sparksync-fabric.yaml`` names only the CX-7 netdevs of the
 plan: static addresses, MTU, no DHCP, IPv6 link-local kept (the cabling
-probe uses it). ``validate`` writes it under a scratch root and runs the
+probe uses it), and no renderer of its own. ``validate`` writes it under a scratch root and runs the
 real ``netplan generate --root-dir``, which parses it and writes the
 systemd-networkd files it would give; a file netplan refuses is never
 applied.
@@ -25,8 +25,9 @@ HEADER = (
 
 
 def render(plan_id: str, interfaces: Sequence[InterfacePlan]) -> str:
-    lines = [HEADER.format(plan_id=plan_id), "network:\n", "  version: 2\n", "  renderer: networkd\n",
-             "  ethernets:\n"]
+    # No renderer: the netdevs follow the system's own (NetworkManager on a DGX OS desktop, as its
+    # 01-network-manager-all.yaml sets it), as NVIDIA's own CX-7 netplan files do.
+    lines = [HEADER.format(plan_id=plan_id), "network:\n", "  version: 2\n", "  ethernets:\n"]
     for iface in interfaces:
         lines += [
             f"    {iface.name}:\n",

@@ -30,14 +30,17 @@ class ProbeError(RuntimeError):
     """A tool the probe needs is missing or failed in a way that hides the answers."""
 
 
-def probe_all(interfaces: Iterable[str], own_macs: set[str], wait_s: float = PROBE_WAIT_S) -> dict[str, list[FabricNeighbour]]:
-    """Interface -> the neighbours that answered on it (its own node's MACs left out)."""
+def probe_all(interfaces: Iterable[str], wait_s: float = PROBE_WAIT_S) -> dict[str, list[FabricNeighbour]]:
+    """Interface -> the neighbours that answered on it.
+
+    The node's own other netdevs are kept: a port's twin on the same cable is
+    no news, but its other port on the same cable means it is cabled to itself.
+    """
     names = list(interfaces)
     if not names:
         return {}
     with ThreadPoolExecutor(len(names)) as pool:
-        found = dict(zip(names, pool.map(lambda n: probe(n, wait_s), names)))
-    return {name: [n for n in seen if n.mac not in own_macs] for name, seen in found.items()}
+        return dict(zip(names, pool.map(lambda n: probe(n, wait_s), names)))
 
 
 def probe(interface: str, wait_s: float = PROBE_WAIT_S) -> list[FabricNeighbour]:
@@ -50,15 +53,17 @@ def probe(interface: str, wait_s: float = PROBE_WAIT_S) -> list[FabricNeighbour]
 
 def _ping_all_nodes(interface: str, wait_s: float) -> set[str]:
     ping = shutil.which("ping") or "/usr/bin/ping"
-    argv = [ping, "-6", "-n", "-c", "3", "-i", "0.2", "-w", f"{wait_s:g}", f"ff02::1%{interface}"]
+    # One request a second at most: iputils refuses a shorter interval for a multicast ping by a user.
+    # The deadline (-w) ends it, so every answer within wait_s is heard.
+    argv = [ping, "-6", "-n", "-c", "100", "-i", "1", "-w", f"{max(1, round(wait_s))}", f"ff02::1%{interface}"]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=wait_s + 5)
     except FileNotFoundError:
         raise ProbeError("ping is not installed (Debian/Ubuntu: apt install iputils-ping)") from None
     except subprocess.TimeoutExpired:
         return set()
-    if done.returncode not in (0, 1) and "permission" in done.stderr.lower():
-        raise ProbeError(f"ping may not send on {interface}: {done.stderr.strip()}")
+    if done.returncode not in (0, 1) and done.stderr.strip():
+        raise ProbeError(f"ping on {interface} failed: {done.stderr.strip()}")
     return {m["addr"].lower() for m in _FROM.finditer(done.stdout)}
 
 

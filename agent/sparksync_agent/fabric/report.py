@@ -27,8 +27,7 @@ class FabricInspector:
         started = time.monotonic()
         seen = {}
         if probe:
-            own = {d.mac for d in netdevs if d.mac}
-            seen = probe_all([d.name for d in netdevs if d.carrier], own, self.wait_s)
+            seen = probe_all([d.name for d in netdevs if d.carrier], self.wait_s)
         probe_s = time.monotonic() - started
         ports: dict[int, list[str]] = {}
         for d in netdevs:

@@ -56,7 +56,9 @@ def fabric_store_path() -> Path:
 
 
 class FabricStore:
-    def __init__(self, path: Path | None = None, names: Callable[[], NodeNames] | None = None):
+    """``names``: where the current names come from (the registry by default; None keeps the labels)."""
+
+    def __init__(self, path: Path | None = None, names: Callable[[], NodeNames] | None = NodeNames.current):
         self.path = path or fabric_store_path()
         self._names = names
 

@@ -95,11 +95,14 @@ class FabricPort(BaseModel):
 
 
 class NodeFabric(BaseModel):
-    """What one node's agent reported about its fabric."""
+    """What one node's agent reported about its fabric, or what the applied fabric plan gave it."""
 
     node: str
     ports: list[FabricPort] = Field(default_factory=list)
     rocenante_installed: bool = Field(False, description="The agent found the RoCEnante library.")
+    env: dict[str, str] | None = Field(
+        None, description="The environment the applied fabric plan gives this node (sparksync cluster apply)."
+    )
 
     @classmethod
     def from_samples(
@@ -193,8 +196,18 @@ def check_backend(fabric: Fabric, nodes: Sequence[str], backend: Backend) -> Non
 
 
 def fabric_env(fabric: Fabric, node: str, backend: Backend = Backend.nccl) -> dict[str, str]:
-    """The environment one rank on ``node`` needs to talk over the fabric."""
+    """The environment one rank on ``node`` needs to talk over the fabric.
+
+    A node the applied fabric plan covers gets the plan's environment as it
+    was stored (``sparksync cluster plan``); others get it from their ports.
+    """
     ports = fabric.ports(node)
+    planned = fabric.nodes[node].env
+    if planned:
+        env = {**planned, "TP_SOCKET_IFNAME": planned.get("GLOO_SOCKET_IFNAME", ports[0].name)}
+        if backend is Backend.rocenante and fabric.settings.rocenante is not None:
+            env.update(_rocenante_env(fabric.settings.rocenante))
+        return env
     names = ",".join(p.name for p in ports)
     env = {
         "NCCL_SOCKET_IFNAME": names,

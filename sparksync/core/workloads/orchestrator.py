@@ -16,6 +16,7 @@ workload and the error names the rank, why, and its last log lines.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 import time
@@ -32,7 +33,9 @@ from sparksync.core.planner.fit import NodeMemory
 from sparksync.core.workloads import running
 from sparksync.core.agents.link import NodeAgents
 from sparksync.core.workloads.errors import WorkloadError
-from sparksync.core.workloads.fabric import Fabric, FabricSettings, NodeFabric
+from sparksync.core.fabric.plan import FabricPlan
+from sparksync.core.fabric.store import FabricStore
+from sparksync.core.workloads.fabric import Fabric, FabricPort, FabricSettings, NodeFabric, Topology
 from sparksync.core.workloads.launches import GroupLaunch, plan_launches
 from sparksync.core.workloads.memory_fit import GroupFit, require_fit
 from sparksync.core.workloads.plan import Plan
@@ -152,6 +155,7 @@ class Orchestrator:
         store: WorkloadStore | None = None,
         *,
         fabric_settings: FabricSettings | None = None,
+        fabric_store: FabricStore | None = None,
         on_progress: ProgressCallback | None = None,
         poll_s: float = POLL_S,
         stop_grace_s: float = running.DEFAULT_STOP_GRACE_S,
@@ -159,6 +163,8 @@ class Orchestrator:
         self.agents = agents
         self.store = store if store is not None else WorkloadStore()
         self.fabric_settings = fabric_settings or FabricSettings()
+        # The applied fabric plan, read at each prepare: its per-node environment feeds every launch.
+        self.fabric_store = fabric_store if fabric_store is not None else FabricStore()
         self.on_progress = on_progress
         self.poll_s = poll_s
         self.stop_grace_s = stop_grace_s
@@ -171,7 +177,7 @@ class Orchestrator:
         nodes = plan.nodes()
         self._tell("reading", f"reading {len(nodes)} node(s): {', '.join(nodes)}")
         snapshots = self.read_nodes(nodes)
-        fabric = fabric_of(snapshots, self.fabric_settings)
+        fabric = fabric_of(snapshots, self.fabric_settings, self.fabric_store.applied())
         groups = plan_launches(plan, recipes, fabric)
         fits = require_fit(plan, recipes, memory_of(snapshots))
         workload_id = new_workload_id(label or plan.groups[0].recipe)
@@ -343,13 +349,23 @@ def _quick_probes(group: GroupLaunch) -> GroupLaunch:
     return group.model_copy(update={"ranks": ranks})
 
 
-def fabric_of(snapshots: Mapping[str, Snapshot], settings: FabricSettings) -> Fabric:
-    """The fabric as each node's agent reports it in its latest sample."""
-    reports = [
-        NodeFabric.from_samples(node, snap.latest.net or [], snap.latest.rdma or [])
-        for node, snap in snapshots.items()
-        if snap.latest is not None
-    ]
+def fabric_of(
+    snapshots: Mapping[str, Snapshot], settings: FabricSettings, applied: FabricPlan | None = None
+) -> Fabric:
+    """The fabric as the applied plan sets it (``sparksync cluster apply``), else as each node's
+    agent reports it in its latest sample."""
+    reports = []
+    for node, snap in snapshots.items():
+        planned = applied.node(node) if applied is not None else None
+        if planned is not None and planned.interfaces:
+            reports.append(NodeFabric(node=node, env=planned.env, ports=[
+                FabricPort(name=i.name, ipv4=str(ipaddress.ip_interface(i.address).ip), rdma_device=i.rdma_device)
+                for i in planned.interfaces
+            ]))  # fmt: skip
+        elif snap.latest is not None:
+            reports.append(NodeFabric.from_samples(node, snap.latest.net or [], snap.latest.rdma or []))
+    if applied is not None and applied.topology.value in {t.value for t in Topology}:
+        settings = settings.model_copy(update={"topology": Topology(applied.topology.value)})
     return Fabric.of(reports, settings)
 
 

@@ -133,3 +133,39 @@ def test_a_failed_rank_while_running_stops_the_others():
     assert sorted(node for node, _ in cluster.what("stop")) == ["spark-2", "spark-3"]
 
 
+
+
+def test_an_applied_fabric_plan_gives_each_rank_its_stored_environment_and_address(tmp_path):
+    from sparksync.core.fabric import FabricStore, PlanState, build_cabling, classify, make_plan
+    from tests.core.fabric.reports import Cabling
+
+    reports = Cabling(NODES).ring().reports()
+    plan = make_plan(classify(build_cabling(reports)), reports)
+    store = FabricStore(tmp_path / "cluster_fabric.json")
+    store.save_plan(plan, PlanState.applied)
+    cluster = FakeCluster(NODES)
+    orchestrator = Orchestrator(cluster, WorkloadStore(), fabric_store=store, poll_s=0.001)
+    plan_, recipes = resolve("llamacpp-rpc", NODES, None, RPC)
+    prepared = orchestrator.prepare(plan_, recipes)
+    ranks = {r.node: r for g in prepared.groups for r in g.ranks}
+    for node in NODES:
+        env = ranks[node].env
+        for key, value in plan.env(node).items():
+            assert env[key] == value, (node, key)
+        assert env["NCCL_IB_HCA"] == "rocep1s0f0,roceP2p1s0f0,rocep1s0f1,roceP2p1s0f1"
+    # The head reaches each rpc-server at that node's planned fabric address.
+    head = " ".join(ranks["spark-1"].argv)
+    assert all(plan.node(n).fabric_ip in head for n in ("spark-2", "spark-3")), head
+
+
+def test_a_planned_but_not_applied_fabric_changes_nothing(tmp_path):
+    from sparksync.core.fabric import FabricStore, build_cabling, classify, make_plan
+    from tests.core.fabric.reports import Cabling
+
+    reports = Cabling(NODES).ring().reports()
+    store = FabricStore(tmp_path / "cluster_fabric.json")
+    store.save_plan(make_plan(classify(build_cabling(reports)), reports))  # planned only
+    orchestrator = Orchestrator(FakeCluster(NODES), WorkloadStore(), fabric_store=store, poll_s=0.001)
+    plan_, recipes = resolve("llamacpp-rpc", NODES, None, RPC)
+    ranks = [r for g in orchestrator.prepare(plan_, recipes).groups for r in g.ranks]
+    assert not any("10.100." in " ".join(r.argv) for r in ranks)  # the nodes' reported addresses are used
