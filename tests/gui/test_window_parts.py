@@ -167,3 +167,16 @@ def test_the_memory_unit_picked_on_the_dashboard_is_remembered(qtbot, window_for
         lambda: settings_path().exists() and load_settings().memory_unit is MemoryUnit.GIB, timeout=10_000
     )
     assert window_for(settings=load_settings()).dashboard.memory_unit is MemoryUnit.GIB
+
+
+def test_the_tray_says_at_once_when_the_newest_fabric_check_found_it_degraded(qtbot, window_for):
+    from sparksync.core.fabric.check_history import FabricCheckHistory
+    from tests.gui.test_cluster_assistant import check_report
+
+    FabricCheckHistory().add(check_report(slow="n3"))  # stored by an earlier `sparksync cluster check`
+    win = window_for(tray=True)
+    win.cluster.load()  # what start() does, without the rest of start()
+    qtbot.waitUntil(lambda: win.tray.fabric_health is not None, timeout=15_000)
+    assert win.tray.fabric_health.startswith("Fabric degraded: 2 of 4 links flagged")
+    assert "fabric" in win.tray.menu_actions and win.tray.fabric_health in win.tray.tooltip()
+    assert win.cluster.figure_rows()  # the Topology tab holds the figures already
