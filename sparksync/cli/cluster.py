@@ -128,7 +128,8 @@ def apply(ctx: click.Context, as_json: bool, password_stdin: bool) -> None:
 def rollback(ctx: click.Context, nodes: tuple[str, ...], as_json: bool, password_stdin: bool) -> None:
     """Put every node's fabric back as it was before SparkSync applied a plan."""
     store = FabricStore()
-    plan = store.load().plan
+    stored = store.load()
+    plan = stored.applied or stored.plan  # the nodes that carry a plan, else the ones last planned
     password = _sudo_password(password_stdin)
     with Fleet() as fleet:
         names = list(nodes) or ([p.name for p in plan.nodes.values()] if plan else [n.name for n in fleet.nodes()])

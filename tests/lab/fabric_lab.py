@@ -14,8 +14,9 @@ reads ``carrier 0``. Cabling puts the peers into bridges in the hub:
 - ``cable(a, pa, b, pb)``: one bridge holding node a's port ``pa`` (both
   twins) and node b's port ``pb`` (both twins), the one L2 segment a real
   cable makes between two ports;
-- ``switch(nodes, port)``: one bridge holding that port of every node (all
-  Spark ports in one L2 segment, as NVIDIA's switch guide asks);
+- ``switch(nodes, port)``: one bridge holding that port of every node;
+  ``switch(ports=(0, 1))`` puts both ports of every node on it (all Spark
+  ports in one L2 segment, as NVIDIA's switch guide asks);
 - ``ring(nodes)``: node i's port 1 cabled to node i+1's port 0, round;
 - ``direct(a, b)``: a's port 0 cabled to b's port 0.
 
@@ -92,8 +93,10 @@ class FabricLab:
         """A cable from ``a``'s port ``a_port`` to ``b``'s port ``b_port`` (``a`` may be ``b``)."""
         return self._segment([(a, a_port), (b, b_port)], switch=False)
 
-    def switch(self, nodes: list[LabNode] | None = None, port: int = 0) -> Cable:
-        return self._segment([(node, port) for node in (nodes or self.nodes or [])], switch=True)
+    def switch(self, nodes: list[LabNode] | None = None, port: int = 0, ports: tuple[int, ...] | None = None) -> Cable:
+        """One switch for ``port`` of every node (or for each of ``ports``: both ports on one segment)."""
+        chosen = ports if ports is not None else (port,)
+        return self._segment([(node, p) for node in (nodes or self.nodes or []) for p in chosen], switch=True)
 
     def ring(self, nodes: list[LabNode] | None = None) -> list[Cable]:
         members = list(nodes or self.nodes or [])

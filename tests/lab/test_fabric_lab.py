@@ -144,6 +144,10 @@ def test_wrong_cabling_is_named_and_not_planned(fabric_cluster, real_keyring):  
     kinds = {p["kind"] for p in found["problems"]}
     assert {"self_cabled", "open_ring"} <= kinds, found["problems"]
     assert any("n4 is cabled to itself" in p["message"] for p in found["problems"])
+    done = run_cli(cluster, real_keyring, "cluster", "detect", *SPEED)
+    print(done.stdout)
+    assert done.returncode == 0 and done.stdout.startswith("Fabric: mixed or broken, 4 nodes")
+    assert "  n1 port 1 <-> n2 port 0  [10G]" in done.stdout and "error: n4 is cabled to itself" in done.stdout
     done = run_cli(cluster, real_keyring, "cluster", "plan", *SPEED)
     assert done.returncode == 2 and "cannot be planned" in done.stderr and "n4 is cabled to itself" in done.stderr
 
@@ -281,3 +285,20 @@ def test_ring_of_four_and_a_cut_cable_opens_it(fabric_cluster, client_key):  # n
     assert ProblemKind.open_ring in kinds and ProblemKind.no_carrier in kinds
     [open_ring] = [p for p in found.topology.problems if p.kind is ProblemKind.open_ring]
     assert open_ring.nodes == ("n3", "n4")
+
+
+def test_both_ports_of_every_node_on_one_switch(fabric_cluster, client_key):  # noqa: F811
+    cluster = fabric_cluster(3, lambda fabric: fabric.switch(ports=(0, 1)))
+    with open_fleet(cluster.ssh_lab, client_key) as fleet:
+        ops = FabricOperations(fleet)
+        found = ops.detect(cluster.names, VETH_SPEED_MBPS)
+        assert found.topology.kind is FabricKind.switch and not found.topology.problems
+        plan = make_plan(found.topology, found.reports)
+        assert len(plan.links) == 4
+        report = ops.apply(plan, cluster.password)
+        assert report.ok, report.summary()
+        n3 = plan.node("n3")
+        for iface in n3.interfaces:  # every subnet reaches n3 from n1
+            assert ping(cluster, cluster.nodes[0], str(ipaddress.ip_interface(iface.address).ip)), iface
+        assert ops.rollback(cluster.names, cluster.password).ok
+    assert pristine(cluster)

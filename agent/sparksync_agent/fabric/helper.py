@@ -42,6 +42,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ from sparksync_agent.protocol import FabricResult, NodeFabricPlan
 MTU_RANGE = (1280, 9216)
 IP_TIMEOUT_S = 15
 NETPLAN_APPLY_TIMEOUT_S = 120
+NETPLAN_SETTLE_S = 20.0
 
 
 class Refused(Exception):
@@ -164,7 +166,19 @@ def restore(saved: dict[str, dict[str, Any]], steps: list[str]) -> list[str]:
     return problems
 
 
-def verify(plan: NodeFabricPlan) -> None:
+def verify(plan: NodeFabricPlan, settle_s: float = 0.0) -> None:
+    """Every planned netdev has its addresses and MTU; ``settle_s``: how long the renderer may take."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            return _verify_once(plan)
+        except StepFailed:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _verify_once(plan: NodeFabricPlan) -> None:
     now = capture([i.name for i in plan.interfaces])
     for iface in plan.interfaces:
         state = now[iface.name]
@@ -270,7 +284,8 @@ def apply(plan: NodeFabricPlan, node_id: str, root: Path = STATE_ROOT, mode: str
                 for iface in plan.interfaces:
                     configure(iface.name, iface.addresses, iface.mtu)
                     result.steps.append(f"{iface.name}: MTU {iface.mtu}, {', '.join(iface.addresses)}")
-            verify(plan)
+            # netplan hands the netdevs to the system's renderer, which sets them a moment later.
+            verify(plan, NETPLAN_SETTLE_S if mode == "netplan" else 0.0)
         except (StepFailed, OSError, subprocess.TimeoutExpired) as exc:
             result.error = str(exc)
             _undo(directory, before, mode, result.steps)

@@ -9,7 +9,8 @@ Rules (docs/fabric.md):
   **different** subnets: full bandwidth needs both RoCE devices, and two
   interfaces on one subnet would make the kernel answer for both on one.
 - **switch**: one subnet per twin and per switch segment, every node's port
-  on the segment numbered in node order.
+  on the segment numbered in node order; with both ports of every node on
+  one switch, each port number has its own pair of subnets.
 - **MTU 9000** on every planned interface.
 - Subnets are taken in order from ``base`` (default ``10.100.0.0/16``), each
   ``/prefix`` (default /24). One that overlaps a network any node already
@@ -36,6 +37,7 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, ConfigDict, Field
 from sparksync_agent.protocol import FABRIC_MTU, FabricReport, InterfacePlan, NodeFabricPlan
 
+from sparksync.core.fabric.cabling import PortEnd, Segment
 from sparksync.core.fabric.errors import FabricPlanError, SubnetClashError
 from sparksync.core.fabric.topology import FabricKind, FabricTopology
 
@@ -138,22 +140,22 @@ def make_plan(
     }
     links: list[PlannedLink] = []
     for segment in graph.segments:
-        members = list(segment.ends)  # by node name, then port: addresses follow node order
-        for twin in (0, 1):
-            subnet = _next(subnets, network, prefix)
-            hosts = subnet.hosts()
-            link = PlannedLink(key=f"{segment.key}#{twin}", kind="cable" if segment.is_cable else "switch",
-                               twin=twin, subnet=str(subnet), members=[])
-            for end in members:
-                iface = next((i for i in graph.interfaces(end) if i.twin == twin), None)
-                if iface is None:
-                    raise FabricPlanError(f"{end.label} reported no twin {twin} netdev; its driver may be down")
-                address = f"{next(hosts)}/{subnet.prefixlen}"
-                nodes[end.node].interfaces.append(PlannedInterface(
-                    name=iface.name, port=end.port, twin=twin, address=address, mtu=mtu,
-                    rdma_device=iface.rdma_device, link=link.key))
-                link.members.append(f"{reports[end.node].node_id}:{iface.name}")
-            links.append(link)
+        for key, members in _address_groups(segment):
+            for twin in (0, 1):
+                subnet = _next(subnets, network, prefix)
+                hosts = subnet.hosts()
+                link = PlannedLink(key=f"{key}#{twin}", kind="cable" if segment.is_cable else "switch",
+                                   twin=twin, subnet=str(subnet), members=[])
+                for end in members:
+                    iface = next((i for i in graph.interfaces(end) if i.twin == twin), None)
+                    if iface is None:
+                        raise FabricPlanError(f"{end.label} reported no twin {twin} netdev; its driver may be down")
+                    address = f"{next(hosts)}/{subnet.prefixlen}"
+                    nodes[end.node].interfaces.append(PlannedInterface(
+                        name=iface.name, port=end.port, twin=twin, address=address, mtu=mtu,
+                        rdma_device=iface.rdma_device, link=link.key))
+                    link.members.append(f"{reports[end.node].node_id}:{iface.name}")
+                links.append(link)
     _refuse_clashes(links, reports)
     for plan in nodes.values():
         plan.interfaces.sort(key=lambda i: (i.port, i.twin))
@@ -216,6 +218,18 @@ def _why_not(topology: FabricTopology) -> str:
         return "nothing to plan: no two nodes are cabled together (run 'sparksync cluster detect')"
     listed = "; ".join(p.message for p in topology.errors) or f"the fabric is {topology.kind.value}"
     return f"the fabric cannot be planned as it is cabled: {listed}"
+
+
+def _address_groups(segment: Segment) -> list[tuple[str, list[PortEnd]]]:
+    """The ports that share subnets: a cable's two ends; on a switch, the nodes' same-numbered ports
+    (with both ports of each node on one switch, port 0 and port 1 each get subnets of their own,
+    so no node has two netdevs on one subnet). Ends are in node order: addresses follow it."""
+    if segment.is_cable:
+        return [(segment.key, list(segment.ends))]
+    ports = sorted({end.port for end in segment.ends})
+    if len(ports) == 1:
+        return [(segment.key, list(segment.ends))]
+    return [(f"{segment.key}:port{p}", [e for e in segment.ends if e.port == p]) for p in ports]
 
 
 def _network(base: str) -> ipaddress.IPv4Network:

@@ -1,7 +1,8 @@
 """The cluster's fabric plan, stored with the cluster: ``<config dir>/cluster_fabric.json``.
 
-One versioned file, written atomically (mode 0600), holding the last plan and
-whether it is applied. Nodes are keyed by their stable id; the names in it
+One versioned file, written atomically (mode 0600), holding the latest plan
+and the plan the nodes carry (``applied``), which a newer plan replaces only
+once it is applied. Nodes are keyed by their stable id; the names in it
 are labels, refreshed from the registry on reading, so a rename keeps the
 plan. Workloads read the applied plan's per-node environment from here.
 
@@ -41,14 +42,12 @@ class StoredFabric(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     version: int = Field(STORE_VERSION, ge=1)
-    plan: FabricPlan | None = None
-    state: PlanState = PlanState.planned
+    plan: FabricPlan | None = Field(None, description="The latest plan (shown by 'cluster plan').")
+    state: PlanState = Field(PlanState.planned, description="Of the latest plan.")
+    applied: FabricPlan | None = Field(
+        None, description="The plan every node carries now; a newer plan only replaces it once applied."
+    )
     changed_at: datetime | None = None
-
-    @property
-    def applied(self) -> FabricPlan | None:
-        """The plan every node carries now, if any."""
-        return self.plan if self.plan is not None and self.state is PlanState.applied else None
 
 
 def fabric_store_path() -> Path:
@@ -94,21 +93,37 @@ class FabricStore:
         return self.path
 
     def save_plan(self, plan: FabricPlan, state: PlanState = PlanState.planned) -> Path:
-        return self.save(StoredFabric(plan=plan, state=state))
+        """Store a new latest plan; the applied one stays until this one is applied."""
+        stored = self.load().model_copy(update={"plan": plan})
+        return self.save(_with_state(stored, state))
 
     def set_state(self, state: PlanState) -> Path:
-        stored = self.load()
-        return self.save(stored.model_copy(update={"state": state}))
+        """The latest plan was applied on every node, or every node was rolled back."""
+        return self.save(_with_state(self.load(), state))
 
     def applied(self) -> FabricPlan | None:
         return self.load().applied
 
     def _relabel(self, stored: StoredFabric) -> StoredFabric:
-        if stored.plan is None or self._names is None:
+        if self._names is None or (stored.plan is None and stored.applied is None):
             return stored
         known = self._names()
-        nodes = {
-            node_id: plan.model_copy(update={"name": known.name_of(node_id) or plan.name})
-            for node_id, plan in stored.plan.nodes.items()
-        }
-        return stored.model_copy(update={"plan": stored.plan.model_copy(update={"nodes": nodes})})
+
+        def relabel(plan: FabricPlan | None) -> FabricPlan | None:
+            if plan is None:
+                return None
+            nodes = {
+                node_id: node.model_copy(update={"name": known.name_of(node_id) or node.name})
+                for node_id, node in plan.nodes.items()
+            }
+            return plan.model_copy(update={"nodes": nodes})
+
+        return stored.model_copy(update={"plan": relabel(stored.plan), "applied": relabel(stored.applied)})
+
+
+def _with_state(stored: StoredFabric, state: PlanState) -> StoredFabric:
+    if state is PlanState.applied:
+        return stored.model_copy(update={"state": state, "applied": stored.plan})
+    if state is PlanState.rolled_back:
+        return stored.model_copy(update={"state": state, "applied": None})
+    return stored.model_copy(update={"state": state})

@@ -128,3 +128,28 @@ def test_store_refuses_a_newer_file(tmp_path):
     path.write_text('{"version": 99}')
     with pytest.raises(FabricStoreError, match="newer"):
         FabricStore(path).load()
+
+
+def test_a_new_plan_leaves_the_applied_one_until_it_is_applied(tmp_path):
+    store = FabricStore(tmp_path / "cluster_fabric.json")
+    first = plan_for(Cabling(["a", "b"]).direct())
+    store.save_plan(first)
+    store.set_state(PlanState.applied)
+    second = plan_for(Cabling(["a", "b"]).direct(), base="10.150.0.0/16")
+    store.save_plan(second)
+    stored = store.load()
+    assert stored.plan == second and stored.state is PlanState.planned and stored.applied == first
+    store.set_state(PlanState.applied)
+    assert store.applied() == second
+    store.set_state(PlanState.rolled_back)
+    assert store.applied() is None and store.load().plan == second
+
+
+def test_both_ports_on_one_switch_segment_get_subnets_of_their_own():
+    cabling = Cabling(NODES8[:4])
+    cabling.segments.append([(n, p) for n in NODES8[:4] for p in (0, 1)])  # all 8 ports on one L2 segment
+    plan = plan_for(cabling)
+    assert plan.topology.value == "switch" and len(plan.links) == 4
+    for node in plan.nodes.values():
+        subnets = [subnet(i.address) for i in node.interfaces]
+        assert len(node.interfaces) == 4 and len(set(subnets)) == 4  # no two netdevs on one subnet
