@@ -94,7 +94,8 @@ class ScriptedAssistant:
 def stored_plan(applied: bool) -> StoredFabric:
     found = detection()
     plan = make_plan(found.topology, found.reports)
-    return StoredFabric(plan=plan, state=PlanState.applied if applied else PlanState.planned)
+    return StoredFabric(plan=plan, state=PlanState.applied if applied else PlanState.planned,
+                        applied=plan if applied else None)
 
 
 @pytest.fixture
