@@ -55,6 +55,8 @@ class Measurement(BaseModel):
     def text(self) -> str:
         figure = "" if self.value is None else f" {self.value:.4g} {self.unit or ''}".rstrip()
         share = "" if self.percent_of_line is None else f" ({self.percent_of_line:.0f} % of line rate)"
+        if self.detail.startswith(self.verdict.value):  # "not run: install perftest" says it already
+            return f"{self.test} {self.where}: {self.detail}"
         note = f": {self.detail}" if self.detail else ""
         return f"{self.test} {self.where}: {self.verdict.value}{figure}{share}{note}"
 
@@ -74,7 +76,9 @@ class LinkCheck(BaseModel):
 
     @property
     def verdict(self) -> Verdict:
-        return worst([m.verdict for m in self.measurements])
+        """The worst of what ran; "not run" only when nothing did (a missing tool never fails a link)."""
+        ran = [m.verdict for m in self.measurements if m.verdict is not Verdict.not_run]
+        return worst(ran) if ran else Verdict.not_run
 
     @property
     def nodes(self) -> tuple[str, str]:
