@@ -94,7 +94,8 @@ class ScriptedAssistant:
 def stored_plan(applied: bool) -> StoredFabric:
     found = detection()
     plan = make_plan(found.topology, found.reports)
-    return StoredFabric(plan=plan, state=PlanState.applied if applied else PlanState.planned)
+    return StoredFabric(plan=plan, state=PlanState.applied if applied else PlanState.planned,
+                        applied=plan if applied else None)
 
 
 @pytest.fixture
@@ -123,12 +124,14 @@ def test_the_stored_plan_and_newest_check_are_drawn_and_a_degraded_fabric_is_tol
     marked = sorted(e.key for e in drawing.edges if view.canvas.is_marked(e.key))
     assert len(marked) == 2 and all("n3" in key for key in marked)
     label = view.canvas.label_of(marked[0])
-    assert "40 Gb/s (20 %) ⚠" in label
+    assert "⚠ iperf3" in label and "40 Gb/s (20 % of line)" in label
     assert told == [fabric_health(check_report())] and told[0].startswith("Fabric degraded: 2 of 4 links flagged")
     rows = view.figure_rows()
-    assert ["n2:enp1s0f1np1 ↔ n3:enp1s0f0np0", "iperf3", "n2 -> n3", "40 Gb/s", "20 %",
+    assert ["n2 ↔ n3 (enp1s0f1np1)", "iperf3", "n2 -> n3", "40 Gb/s", "20 %",
             "degraded: below 100 Gb/s"] in rows
-    assert any(r[1] == "ib_write_bw" and r[5] == "not run: not run: install perftest" for r in rows)
+    assert any(r[1] == "ib_write_bw" and r[5] == "not run: install perftest" for r in rows)
+    healthy = [e for e in drawing.edges if e.key not in marked]
+    assert all(view.canvas.label_of(e.key) == "TCP ≥ 150 Gb/s\n(75 % of line)" for e in healthy)
     assert view.buttons["check"].isEnabled() and view.buttons["mesh"].isEnabled()
     assert not view.apply_button.isEnabled()  # already applied
 

@@ -192,3 +192,16 @@ def test_the_chat_tab_lists_what_the_workloads_and_switchyard_tabs_read(window_f
                                            url="http://127.0.0.1:9000", problem=None)])  # fmt: skip
     assert [t.label for t in win.chat.targets] == ["w-1 · llamacpp-single on spark-2",
                                                    "Switchyard gateway at http://127.0.0.1:9000"]  # fmt: skip
+
+
+def test_the_tray_says_at_once_when_the_newest_fabric_check_found_it_degraded(qtbot, window_for):
+    from sparksync.core.fabric.check_history import FabricCheckHistory
+    from tests.gui.test_cluster_assistant import check_report
+
+    FabricCheckHistory().add(check_report(slow="n3"))  # stored by an earlier `sparksync cluster check`
+    win = window_for(tray=True)
+    win.cluster.load()  # what start() does, without the rest of start()
+    qtbot.waitUntil(lambda: win.tray.fabric_health is not None, timeout=15_000)
+    assert win.tray.fabric_health.startswith("Fabric degraded: 2 of 4 links flagged")
+    assert "fabric" in win.tray.menu_actions and win.tray.fabric_health in win.tray.tooltip()
+    assert win.cluster.figure_rows()  # the Topology tab holds the figures already

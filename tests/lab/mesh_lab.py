@@ -8,7 +8,8 @@
   one switch segment;
 - the plan a switch gets: twin 0 on 10.101.0.0/24, twin 1 on 10.101.1.0/24,
   node i at .i, MTU 9000 — applied with iproute2 as the fabric's apply does
-  in the lab, and stored as the cluster's applied plan;
+  in the lab (with arp_ignore=1 / arp_announce=2, since both twins share the
+  segment), and stored as the cluster's applied plan;
 - each sshd also listening on its fabric addresses, as a Spark's sshd
   (listening on every address) does.
 """
@@ -55,6 +56,10 @@ class FabricNodes:
         fabric = FabricLab(ssh_lab.lab, ssh_lab.nodes)
         fabric.switch(ssh_lab.nodes, port=0)
         for node in ssh_lab.nodes:
+            # Both twins sit on one L2 segment here (a switch): each must answer ARP only for its own
+            # address, or a reply can come back on the twin (ARP flux) and a socket bound to one is missed.
+            for setting in ("net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2"):
+                ssh_lab.lab.exec(node, ["sysctl", "-q", "-w", setting], check=True)
             for twin in (0, 1):
                 iface = fabric.interface(0, twin)
                 ssh_lab.lab.exec(node, ["ip", "link", "set", iface, "mtu", str(MTU)], check=True)

@@ -196,3 +196,29 @@ def test_the_cli_sets_up_checks_the_mesh_and_runs_the_acceptance_test(fabric_nod
     assert figures and all(m["percent_of_line"] > 50 for m in figures)
     listed = sparksync(lab.ssh_lab, env, "cluster", "check", "--list", "--json")
     assert [row["id"] for row in json.loads(listed.stdout)] == [1]
+
+
+def test_unpair_stops_while_a_node_holding_its_key_is_unreachable_and_forget_says_where_it_is_left(
+        fabric_nodes, client_key):
+    from sparksync.core.ssh.errors import UnpairError
+
+    lab = fabric_nodes(3)
+    result = run_mesh(lab, client_key)
+    n1, n2, n3 = lab.nodes
+    n3_key = result.keys[n3.name].split()[1]
+    lab.ssh_lab.stop_sshd(n2)
+    with pytest.raises(UnpairError) as caught:
+        unpair_node(n3.name, client_key=client_key, dialer=lab.ssh_lab.dialer, settings=FAST)
+    assert "n2" in str(caught.value) and "stays paired" in str(caught.value)
+    assert n3.name in Registry() and Registry().get(n3.name).node_id in load_mesh().members
+    assert n3_key not in read(ssh_file(lab, n1, "authorized_keys")).decode()  # taken off n1 already
+    assert n3_key in read(ssh_file(lab, n2, "authorized_keys")).decode()
+    done = unpair_node(n3.name, client_key=client_key, dialer=lab.ssh_lab.dialer, settings=FAST, forget=True)
+    assert any("still on n2" in w for w in done.warnings) and n3.name not in Registry()
+    # Once n2 is back, the next mesh (of the nodes left) takes n3's key off it too.
+    lab.ssh_lab.service.restart(lab.ssh_lab.lab, n2)
+    plan = plan_mesh(links_from_plan(lab.plan).between(["n1", "n2"]), Registry())
+    with Fleet(client_key, dialer=lab.ssh_lab.dialer, settings=FAST) as fleet:
+        setup_mesh(FleetShell(fleet), plan)
+    assert n3_key not in read(ssh_file(lab, n2, "authorized_keys")).decode()
+    assert set(load_mesh().members) == {Registry().get("n1").node_id, Registry().get("n2").node_id}

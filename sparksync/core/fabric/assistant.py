@@ -9,12 +9,11 @@ its links. The tray reads ``fabric_health`` from the newest stored check.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from sparksync.core.fabric.check_results import FabricCheckReport, LinkCheck, Measurement, Verdict
+from sparksync.core.fabric.check_results import FabricCheckReport, LinkCheck, Measurement, Verdict, worst
 
 if TYPE_CHECKING:
     from sparksync.core.fabric.check import CheckOptions, CheckProgress
@@ -49,10 +48,12 @@ def as_step(event: object) -> StepEvent:
 class ClusterAssistant:
     """Detect, plan, apply, mesh and check the fabric of the paired nodes (call each in a worker)."""
 
-    def __init__(self, fleet: Callable[[], Fleet], on_progress: Callable[[StepEvent], None] | None = None):
+    def __init__(self, fleet: Callable[[], Fleet], on_progress: Callable[[StepEvent], None] | None = None, *,
+                 line_rate_mbps: int | None = None, check_options: CheckOptions | None = None):
         self._fleet = fleet
         self.on_progress = on_progress
-        self._lock = threading.Lock()
+        self.line_rate_mbps = line_rate_mbps  # None: a CX-7 port's 200 Gb/s
+        self.check_options = check_options
 
     def _tell(self, event: object) -> None:
         if self.on_progress is not None:
@@ -114,7 +115,8 @@ class ClusterAssistant:
 
         stored = self.stored()
         topology = stored.applied.topology.value if stored.applied else None
-        options = options or CheckOptions(topology=topology)
+        options = options or self.check_options or CheckOptions()
+        options = replace(options, topology=options.topology or topology)
         report = run_check(FleetShell(self._fleet()), self.links(), options, self._tell)
         FabricCheckHistory().add(report)
         return report
@@ -132,7 +134,9 @@ class ClusterAssistant:
         if stored.applied is None:
             raise FabricSetupError("No fabric plan is applied yet: detect, plan and apply it first.")
         ids = {n.node_id: n.name for n in self._fleet().nodes()}
-        return links_from_plan(stored.applied, ids.get)
+        if self.line_rate_mbps is None:
+            return links_from_plan(stored.applied, ids.get)
+        return links_from_plan(stored.applied, ids.get, self.line_rate_mbps)
 
 
 def fabric_health(report: FabricCheckReport | None) -> str | None:
@@ -167,6 +171,8 @@ class DrawnEdge:
     problems: list[str] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
     verdict: Verdict | None = None  # of the acceptance check, None: not checked
+
+    headline: str = ""  # the one figure worth showing on the edge: the worst flagged one, else the slowest
 
     @property
     def marked(self) -> bool:
@@ -237,6 +243,7 @@ def drawing_from_plan(plan: FabricPlan, report: FabricCheckReport | None = None,
 def _add_figures(drawing: Drawing, report: FabricCheckReport | None) -> None:
     if report is None:
         return
+    edge_links: dict[str, list[LinkCheck]] = {}
     for link in report.links:
         a, b = link.nodes
         targets = [e for e in drawing.edges if {e.a, e.b} == {a, b}]
@@ -244,9 +251,29 @@ def _add_figures(drawing: Drawing, report: FabricCheckReport | None) -> None:
             targets = [e for e in drawing.edges if e.b in drawing.switches and e.a in (a, b)]
         for edge in targets:
             edge.figures += _figure_lines(link)
-            edge.verdict = _merge(edge.verdict, link.verdict)
+            ran = [m.verdict for m in link.measurements if m.verdict is not Verdict.not_run]
+            edge.verdict = _merge(edge.verdict, worst(ran) if ran else Verdict.not_run)
+            edge_links.setdefault(edge.key, []).append(link)
+    for edge in drawing.edges:
+        edge.headline = _headline(edge_links.get(edge.key, []))
     for m in report.cluster:
         drawing.notes.append(m.text())
+
+
+def _headline(links: list[LinkCheck]) -> str:
+    """The edge's figure: its worst flagged measurement, else its slowest bandwidth, as % of line rate."""
+    measured = [m for link in links for m in link.measurements]
+    flagged = [m for m in measured if m.verdict in (Verdict.degraded, Verdict.failed)]
+    if flagged:
+        m = min(flagged, key=lambda m: m.percent_of_line if m.percent_of_line is not None else -1.0)
+        if m.value is not None and m.unit in ("Gb/s", "GB/s"):
+            return f"⚠ {m.test} {m.where}\n{m.value:.3g} {m.unit} ({m.percent_of_line or 0:.0f} % of line)"
+        return f"⚠ {m.test} {m.where}\n{m.detail or m.verdict.value}"
+    tcp = [m for m in measured if m.test == "iperf3" and m.value is not None]
+    if not tcp:
+        return ""
+    m = min(tcp, key=lambda m: m.value or 0.0)
+    return f"TCP ≥ {m.value:.3g} Gb/s\n({m.percent_of_line or 0:.0f} % of line)"
 
 
 def _figure_lines(link: LinkCheck) -> list[str]:
@@ -262,8 +289,6 @@ def _figure_lines(link: LinkCheck) -> list[str]:
 
 
 def _merge(old: Verdict | None, new: Verdict) -> Verdict:
-    from sparksync.core.fabric.check_results import worst
-
     return new if old is None else worst([old, new])
 
 

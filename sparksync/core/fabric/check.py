@@ -271,13 +271,22 @@ def _ping(shell: NodeShell, link: FabricLink, check: LinkCheck, have: dict[str, 
         return
     loss = tools.ping_loss(result.stdout.decode(errors="replace"))
     ok = result.exit_status == 0 and loss == 0.0
-    detail = "" if ok else (
-        f"{loss:g} % of {link.mtu}-byte frames lost with don't-fragment" if loss is not None
-        else _text(result).strip().splitlines()[-1:][0] if _text(result).strip() else f"exit {result.exit_status}")
+    detail = "" if ok else _ping_failure(link, loss, result)
     check.measurements.append(Measurement(test="jumbo ping", where=where,
                                           verdict=Verdict.passed if ok else Verdict.failed,
                                           value=link.mtu, unit="bytes", mark=link.mtu, detail=detail))
     tell(CheckProgress(link.a.node, "jumbo ping", "done" if ok else "failed", detail))
+
+
+def _ping_failure(link: FabricLink, loss: float | None, result: CommandResult) -> str:
+    if loss is None:
+        text = _text(result).strip()
+        return text.splitlines()[-1] if text else f"ping exited with status {result.exit_status}"
+    if loss < 100:
+        return f"{loss:g} % of {link.mtu}-byte frames lost with don't-fragment"
+    return (f"no {link.mtu}-byte frame with don't-fragment came back on {link.a.iface}: check the MTU on both ends "
+            "and on the switch; where both twins share one L2 segment, replies may arrive on the twin "
+            "(set net.ipv4.conf.all.arp_ignore=1 and arp_announce=2 on the nodes)")
 
 
 # --- iperf3 -------------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ The whole report is one JSON document in the history (``fabric_checks``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from enum import Enum
 
@@ -35,7 +36,7 @@ class Verdict(str, Enum):
 _RANK = {Verdict.passed: 0, Verdict.not_run: 1, Verdict.degraded: 2, Verdict.failed: 3}
 
 
-def worst(verdicts: list[Verdict]) -> Verdict:
+def worst(verdicts: Sequence[Verdict]) -> Verdict:
     return max(verdicts, key=_RANK.__getitem__, default=Verdict.not_run)
 
 
@@ -54,6 +55,8 @@ class Measurement(BaseModel):
     def text(self) -> str:
         figure = "" if self.value is None else f" {self.value:.4g} {self.unit or ''}".rstrip()
         share = "" if self.percent_of_line is None else f" ({self.percent_of_line:.0f} % of line rate)"
+        if self.detail.startswith(self.verdict.value):  # "not run: install perftest" says it already
+            return f"{self.test} {self.where}: {self.detail}"
         note = f": {self.detail}" if self.detail else ""
         return f"{self.test} {self.where}: {self.verdict.value}{figure}{share}{note}"
 
@@ -73,7 +76,9 @@ class LinkCheck(BaseModel):
 
     @property
     def verdict(self) -> Verdict:
-        return worst([m.verdict for m in self.measurements])
+        """The worst of what ran; "not run" only when nothing did (a missing tool never fails a link)."""
+        ran = [m.verdict for m in self.measurements if m.verdict is not Verdict.not_run]
+        return worst(ran) if ran else Verdict.not_run
 
     @property
     def nodes(self) -> tuple[str, str]:

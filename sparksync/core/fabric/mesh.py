@@ -217,6 +217,11 @@ def setup_mesh(
     saved = saved.model_copy(update={"members": {**saved.members, **members}, "subnets": list(plan.subnets),
                                      "updated_at": datetime.now(timezone.utc)})
     path = save_mesh(saved, mesh_file)
+    # A node that left while one of these could not be reached: its keys go now.
+    for node_id in [i for i in saved.members if i not in members]:
+        removal = remove_from_mesh(shell, node_id, names, mesh_file=mesh_file, progress=tell)
+        if removal.failed:
+            log.warning("mesh: %s's keys are still on %s", node_id, ", ".join(removal.failed))
     created = [name for name in names if undo[name].key_created]
     log.info("mesh set up on %d nodes (%d new keys)", len(names), len(created))
     return MeshSetupResult(plan, keys, created, path)

@@ -161,6 +161,8 @@ class ClusterActions:
         from sparksync.core.ssh.unpair import unpair_node
 
         self._drop(name)
+        # The same way to the nodes as everything else here: unpairing reaches this node and, to take its
+        # node-to-node SSH keys off them, the other nodes of the fabric mesh.
         return unpair_node(
             name, client_key=self._client_key, registry=self.registry, forget=forget, dialer=self._dialer,
             settings=self._ssh_settings, uninstall=uninstall,

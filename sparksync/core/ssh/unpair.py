@@ -152,7 +152,8 @@ def _leave_mesh(
     where = "; ".join(f"{name}: {why}" for name, why in sorted(removal.failed.items()))
     if forget:
         return [f"{node.name}'s mesh key and host key are still on {', '.join(sorted(removal.failed))} ({where}); "
-                "remove its 'sparksync-mesh:' lines from ~/.ssh/authorized_keys and ~/.ssh/known_hosts there."]
+                "`sparksync cluster mesh` takes them off once those nodes are reachable (or remove its "
+                "'sparksync-mesh:' lines from ~/.ssh/authorized_keys and ~/.ssh/known_hosts there)."]
     raise UnpairError(
         f"Cannot unpair {node.name!r} yet: its node-to-node SSH key could not be removed from "
         f"{', '.join(sorted(removal.failed))} ({where}). It was removed from "

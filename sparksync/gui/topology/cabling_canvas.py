@@ -29,7 +29,6 @@ from sparksync.gui.topology.edge_item import LABEL_BACKGROUND, NORMAL_COLOR, WAR
 NODE_RADIUS, SWITCH_RADIUS, NODE_SIZE = 230.0, 60.0, 54.0
 GOOD_COLOR = QColor("#2f9e44")
 NODE_COLOR, SWITCH_COLOR = QColor("#2b6cb0"), QColor("#4a5568")
-MAX_FIGURE_LINES = 3
 
 
 class CablingCanvas(QGraphicsView):
@@ -109,8 +108,8 @@ class CablingCanvas(QGraphicsView):
         item.setPen(pen)
         lines = [edge.label] if edge.label else []
         lines += edge.problems[:1]
-        shown = [f for f in edge.figures if "⚠" in f] or edge.figures
-        lines += shown[:MAX_FIGURE_LINES]
+        if edge.headline:
+            lines += edge.headline.splitlines()
         text = "\n".join(_short(line) for line in lines)
         tip = "\n".join([edge.key, *edge.problems, *edge.figures])
         item.setToolTip(tip)
@@ -123,8 +122,11 @@ class CablingCanvas(QGraphicsView):
         back.setPen(QPen(Qt.PenStyle.NoPen))
         label.setParentItem(back)
         back.setToolTip(tip)
-        at = line.pointAt(0.62 if switch else 0.5)
-        back.setPos(at.x() - box.center().x(), at.y() - box.center().y())
+        at = line.pointAt(0.5)
+        # A label on a flat edge sits above it, clear of the nodes at both ends; others sit on the edge.
+        lift = box.height() / 2 + 6 if abs(x2 - x1) > abs(y2 - y1) else 0.0
+        back.setPos(at.x() - box.center().x(), at.y() - box.center().y() - lift)
+        back.setZValue(1)
         self._scene.addItem(back)
         self.edge_items[edge.key] = (item, label)
 

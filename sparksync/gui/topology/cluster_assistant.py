@@ -67,7 +67,8 @@ class ClusterAssistantView(QWidget):
         self.live = live or TopologyView(self)
         self.detection = None
         self.plan = None
-        self.applied = False
+        self.applied = False  # some plan is applied on the nodes (mesh and check can run)
+        self.pending = False  # the shown plan is not applied yet (Apply can run)
         self.report: FabricCheckReport | None = None
         self.health: str | None = None
         self._loaded = False
@@ -153,7 +154,7 @@ class ClusterAssistantView(QWidget):
         busy = self.jobs.busy()
         self.buttons["detect"].setEnabled(not busy)
         self.buttons["plan"].setEnabled(not busy and self.detection is not None)
-        self.apply_button.setEnabled(not busy and self.plan is not None and not self.applied)
+        self.apply_button.setEnabled(not busy and self.plan is not None and self.pending)
         for key in ("mesh", "mesh_check", "check"):
             self.buttons[key].setEnabled(not busy and self.applied)
 
@@ -221,6 +222,7 @@ class ClusterAssistantView(QWidget):
         stored, report = result
         self.plan = stored.plan
         self.applied = stored.applied is not None
+        self.pending = stored.plan is not None and stored.state.value != "applied"
         if self.plan is not None:
             self._show_plan(self.plan)
             if self.detection is None:
@@ -245,13 +247,14 @@ class ClusterAssistantView(QWidget):
         self.status_message.emit(f"Fabric detected: {topology.kind.value}")
 
     def _on_planned(self, plan) -> None:
-        self.plan, self.applied = plan, False
+        self.plan, self.pending = plan, True
         self._show_plan(plan)
         self.side_tabs.setCurrentIndex(1)
         self.status_message.emit("Fabric plan stored: check it, then apply it.")
 
     def _on_applied(self, report) -> None:
-        self.applied = report.ok
+        self.applied = self.applied or report.ok
+        self.pending = not report.ok
         (self.status_message if report.ok else self.error_raised).emit(f"Fabric {report.summary()}")
 
     def _on_meshed(self, result) -> None:
@@ -326,8 +329,9 @@ class ClusterAssistantView(QWidget):
         for row, (link, m) in enumerate(rows):
             figure = "" if m.value is None else f"{m.value:.3g} {m.unit or ''}"
             share = "" if m.percent_of_line is None else f"{m.percent_of_line:.0f} %"
-            cells = (f"{link.a} ↔ {link.b}" if link else "cluster", m.test, m.where, figure, share,
-                     m.verdict.value + (f": {m.detail}" if m.detail else ""))
+            verdict = m.detail if m.detail.startswith(m.verdict.value) else (
+                m.verdict.value + (f": {m.detail}" if m.detail else ""))
+            cells = (_link_text(link) if link else "cluster", m.test, m.where, figure, share, verdict)
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
@@ -348,3 +352,10 @@ class ClusterAssistantView(QWidget):
     def figure_rows(self) -> list[list[str]]:
         return [[self.figures.item(r, c).text() for c in range(self.figures.columnCount())]
                 for r in range(self.figures.rowCount())]
+
+
+def _link_text(link) -> str:
+    """``n1 ↔ n2 (enp1s0f0np0)``: the two nodes and the first end's interface (the twin the link is on)."""
+    a_node, a_iface = link.a.split(":", 1)
+    b_node = link.b.split(":", 1)[0]
+    return f"{a_node} ↔ {b_node} ({a_iface})"
