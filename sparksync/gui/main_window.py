@@ -80,6 +80,7 @@ from sparksync.gui.topology.topology_view import TopologyView
 from sparksync.gui.tray.notifier import Notifier
 from sparksync.gui.workers import Jobs
 from sparksync.gui.workloads.workloads_panel import WorkloadsPanel
+from sparksync.gui.models.models_panel import ModelsPanel
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +178,8 @@ class MainWindow(QMainWindow):
         }
         for title in PLACEHOLDERS:
             self.tabs.addTab(panels.get(title) or self.placeholders[title], title)
+        self.models = ModelsPanel(fleet=self.the_fleet, parent=self)
+        self.tabs.addTab(self.models, "Models")
         self.setCentralWidget(self.tabs)
         self.tabs.currentChanged.connect(self._on_tabs_current_changed)
 
@@ -227,6 +230,8 @@ class MainWindow(QMainWindow):
         self.benchmarks.error_raised.connect(self._on_jobs_error_raised)
         self.workloads.status_message.connect(self._on_dashboard_status_message)
         self.workloads.error_raised.connect(self._on_jobs_error_raised)
+        self.models.status_message.connect(self._on_dashboard_status_message)
+        self.models.error_raised.connect(self._on_jobs_error_raised)
         self.switchyard.status_message.connect(self._on_dashboard_status_message)
         self.switchyard.error_raised.connect(self._on_jobs_error_raised)
         self.workloads.workload_failed.connect(self.notifier.workload_failed)
@@ -454,6 +459,8 @@ class MainWindow(QMainWindow):
         self.workloads.shutdown(0)  # a launch in progress is cancelled: it stops what it had started
         switchyard = self.switchyard
         switchyard.shutdown(0)
+        models = self.models
+        models.shutdown()  # a copy stops; what arrived stays, partial, for the next run
         local_model = self.local_model
         if local_model is not None:
             local_model.shutdown()
@@ -467,6 +474,7 @@ class MainWindow(QMainWindow):
                         WORKLOADS_STOP_WAIT_S,
                     )
                 switchyard.jobs.wait()  # its poll may use a tunnel on the fleet: closed before it
+                models.jobs.wait(WORKLOADS_STOP_WAIT_S)  # a stopped copy cancels its jobs over the links
                 if local_model is not None:
                     local_model.jobs.wait(WORKLOADS_STOP_WAIT_S)  # its answers stop at once; a start ends
                 switchyard.watch.close()

@@ -39,7 +39,7 @@ def window_for(qtbot, home):
 def test_tabs_and_placeholders_say_what_they_will_show(window_for):
     win = window_for()
     titles = [win.tabs.tabText(i) for i in range(win.tabs.count())]
-    assert titles == ["Dashboard", "Nodes", "Workloads", "Benchmarks", "Topology"]
+    assert titles == ["Dashboard", "Nodes", "Workloads", "Benchmarks", "Topology", "Models"]
     assert win.tabs.widget(2) is win.workloads
     assert win.tabs.widget(3) is win.benchmarks and win.tabs.widget(4) is win.topology
     assert set(win.placeholders) == set()
