@@ -172,12 +172,15 @@ class ModelStore:
                 mismatched.append(want.path)
                 continue
             to_hash.append((want, path))
-            hashed += size
+            if want.path not in request.cached:
+                hashed += size
         # Fresh: a flipped byte keeps the size and the mtime, which the cache keys on. The files
         # are hashed side by side (hashlib lets go of the GIL), so a check costs less than a copy.
         workers = max(1, min(len(to_hash), os.cpu_count() or 1, 8))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="model-verify") as pool:
-            digests = list(pool.map(lambda item: self.cache.sha256(item[1], fresh=True), to_hash))
+            cached = set(request.cached)
+            digests = list(pool.map(
+                lambda item: self.cache.sha256(item[1], fresh=item[0].path not in cached), to_hash))  # fmt: skip
         for (want, _path), digest in zip(to_hash, digests):
             if want.sha256 is not None and digest != want.sha256:
                 mismatched.append(want.path)

@@ -292,12 +292,16 @@ class ModelCopy:
                 ReceiveRequest(name=plan.name, size_bytes=plan.entry.size_bytes, repair=repair is not None)))  # fmt: skip
             lap("receive")
             files = repair or [f.path for f in plan.manifest]
-            literal = self._move(plan, source, target, route, reply.staging, files, checksum=repair is not None)
+            early = _EarlyCheck(self, plan, target, files)
+            try:
+                literal = self._move(plan, source, target, route, reply.staging, files, checksum=repair is not None)
+            finally:
+                checked = early.stop()
             lap("transfer")
             recopied: list[str] = []
             self._emit(CopyEvent(target, "verifying", source, route.kind, plan.entry.size_bytes,
                                  plan.entry.size_bytes))  # fmt: skip
-            verdict = self._verify(plan, target)
+            verdict = self._verify(plan, target, checked)
             lap("verify")
             if not verdict.ok:
                 recopied = verdict.mismatched + verdict.missing
@@ -335,8 +339,8 @@ class ModelCopy:
             return NodeResult(target, "failed", source, route.kind if route else None,
                               time.monotonic() - started, message=str(exc))  # fmt: skip
 
-    def _verify(self, plan: _Plan, target: str) -> VerifyReply:
-        request = VerifyRequest(name=plan.name, files=plan.manifest, staging=True)
+    def _verify(self, plan: _Plan, target: str, checked: list[str] | None = None) -> VerifyReply:
+        request = VerifyRequest(name=plan.name, files=plan.manifest, staging=True, cached=checked or [])
         return self.nodes.call(target, lambda c: c.verify_model(request))
 
     def _record_rate(self, target: str, nbytes: int, seconds: float) -> None:
@@ -448,6 +452,45 @@ class ModelCopy:
             self.on_event(event)
         except Exception:  # a face's bug must not stop a copy
             log.exception("a copy progress listener failed")
+
+
+class _EarlyCheck:
+    """Hashes on the target each file that has arrived while the next ones are still on the wire.
+
+    rsync writes a file under a temporary name and renames it when it is whole,
+    so a file under its own name with its manifest size has landed. The final
+    check then hashes only what this one has not (the agent's cache keys on size,
+    mtime and inode, so a file rsync replaced afterwards is hashed again).
+    """
+
+    EVERY_S = 1.0
+
+    def __init__(self, copy: ModelCopy, plan: _Plan, target: str, files: list[str]):
+        self.copy, self.plan, self.target = copy, plan, target
+        self.todo = [f for f in plan.manifest if f.path in set(files)]
+        self.ok: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"model-check:{target}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        self._thread.join(60)
+        return list(self.ok)
+
+    def _run(self) -> None:
+        while len(self.todo) > 1 and not self._stop.wait(self.EVERY_S):
+            request = VerifyRequest(name=self.plan.name, files=self.todo[:-1], staging=True)
+            try:
+                verdict = self.copy.nodes.call(self.target, lambda c: c.verify_model(request))
+            except SparkSyncError as exc:
+                log.debug("early check on %s: %s", self.target, exc)
+                return
+            bad = set(verdict.mismatched) | set(verdict.missing)
+            done = [f for f in self.todo[:-1] if f.path not in bad]
+            self.ok += [f.path for f in done]
+            # A wrong one is left to the final check (fresh): not hashed again every second.
+            self.todo = [f for f in self.todo if f not in done and f.path not in verdict.mismatched]
 
 
 class _Lap:
