@@ -84,6 +84,7 @@ from sparksync.gui.topology.topology_view import TopologyView
 from sparksync.gui.tray.notifier import Notifier
 from sparksync.gui.workers import Jobs
 from sparksync.gui.workloads.workloads_panel import WorkloadsPanel
+from sparksync.gui.models.models_panel import ModelsPanel
 
 log = logging.getLogger(__name__)
 
@@ -177,12 +178,14 @@ class MainWindow(QMainWindow):
         # The Topology tab is the cluster assistant; the live topology is one of its pages.
         self.cluster = ClusterAssistantView(self.the_fleet, self.topology, self)
         self.workloads = WorkloadsPanel(actions=self.actions, fleet=self.the_fleet, parent=self)
+        self.models = ModelsPanel(fleet=self.the_fleet, parent=self)
         self.chat = ChatPanel(reach=self._tunnel_reach, parent=self)
         # The window's tabs, in order: the one place a tab is added.
         self.panels: dict[str, QWidget] = {
             "Dashboard": self.dashboard,
             "Nodes": self.nodes_panel,
             "Workloads": self.workloads,
+            "Models": self.models,
             "Chat": self.chat,
             "Benchmarks": self.benchmarks,
             "Planner": self.planner,
@@ -244,6 +247,8 @@ class MainWindow(QMainWindow):
         self.benchmarks.error_raised.connect(self._on_jobs_error_raised)
         self.workloads.status_message.connect(self._on_dashboard_status_message)
         self.workloads.error_raised.connect(self._on_jobs_error_raised)
+        self.models.status_message.connect(self._on_dashboard_status_message)
+        self.models.error_raised.connect(self._on_jobs_error_raised)
         self.switchyard.status_message.connect(self._on_dashboard_status_message)
         self.cluster.status_message.connect(self._on_dashboard_status_message)
         self.cluster.error_raised.connect(self._on_jobs_error_raised)
@@ -523,6 +528,8 @@ class MainWindow(QMainWindow):
         cluster_jobs = self.cluster.jobs
         chat = self.chat
         chat.stop()  # an answer streaming in ends; its tunnel closes before the fleet does
+        models = self.models
+        models.shutdown()  # a copy stops; what arrived stays, partial, for the next run
         local_model = self.local_model
         if local_model is not None:
             local_model.shutdown()
@@ -538,6 +545,7 @@ class MainWindow(QMainWindow):
                 switchyard.jobs.wait()  # its poll may use a tunnel on the fleet: closed before it
                 cluster_jobs.wait(WORKLOADS_STOP_WAIT_S)  # a check or mesh runs over the fleet's transports
                 chat.jobs.wait(WORKLOADS_STOP_WAIT_S)
+                models.jobs.wait(WORKLOADS_STOP_WAIT_S)  # a stopped copy cancels its jobs over the links
                 if local_model is not None:
                     local_model.jobs.wait(WORKLOADS_STOP_WAIT_S)  # its answers stop at once; a start ends
                 switchyard.watch.close()

@@ -81,7 +81,9 @@ def test_aarch64_manifest_describes_the_bundle(aarch64_bundle):
     assert (manifest.agent_version, manifest.protocol_version) == (AGENT_VERSION, PROTOCOL_VERSION)
     assert (manifest.platform, manifest.python, manifest.format_version) == ("linux-aarch64", "3.12", 1)
     assert timedelta(0) <= datetime.now(timezone.utc) - manifest.created_at < timedelta(hours=6)
-    assert manifest.glibc_min == "2.17"  # manylinux2014 wheels: any DGX OS runs them
+    # hf-xet (huggingface_hub's, for `model fetch`) is a manylinux_2_28 wheel; every other one is
+    # manylinux2014. DGX OS 6 and 7 (Ubuntu 22.04, 24.04) ship glibc 2.35 and 2.39: any DGX OS runs them.
+    assert manifest.glibc_min == "2.28"
     assert all(len(f.sha256) == 64 and f.size > 0 for f in manifest.files)
 
 

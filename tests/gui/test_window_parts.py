@@ -39,9 +39,9 @@ def window_for(qtbot, home):
 def test_every_tool_is_a_tab_of_its_own(window_for):
     win = window_for()
     titles = [win.tabs.tabText(i) for i in range(win.tabs.count())]
-    assert titles == ["Dashboard", "Nodes", "Workloads", "Chat", "Benchmarks", "Planner", "Switchyard", "Topology"]
+    assert titles == ["Dashboard", "Nodes", "Workloads", "Models", "Chat", "Benchmarks", "Planner", "Switchyard", "Topology"]
     assert [win.tabs.widget(i) for i in range(win.tabs.count())] == [
-        win.dashboard, win.nodes_panel, win.workloads, win.chat, win.benchmarks, win.planner, win.switchyard,
+        win.dashboard, win.nodes_panel, win.workloads, win.models, win.chat, win.benchmarks, win.planner, win.switchyard,
         win.cluster,
     ]  # fmt: skip
     # Not also tucked inside another tab.

@@ -1,4 +1,4 @@
-"""sha256 per model file, cached by size and mtime so a repeat listing hashes nothing.
+"""sha256 per model file, cached by size, mtime and inode so a repeat listing hashes nothing.
 
 The cache is one JSON file in the agent's state dir, keyed by the file's real
 path (a Hugging Face snapshot's symlink resolves to its blob). A file whose
@@ -20,7 +20,7 @@ from sparksync_agent.atomic import write_atomic
 log = logging.getLogger(__name__)
 
 CACHE_FILE = "model-manifests.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the inode is part of the key (a file replaced by rsync is a new one)
 CHUNK = 4 << 20
 
 
@@ -42,12 +42,12 @@ class ManifestCache:
     def __init__(self, state_dir: Path):
         self.path = state_dir / CACHE_FILE
         self._lock = threading.Lock()
-        self._entries: dict[str, tuple[int, int, str]] = self._load()
+        self._entries: dict[str, tuple[int, int, int, str]] = self._load()
         self._dirty = False
         self.hashed = 0  # files hashed since the last take_hashed()
         self.hashed_bytes = 0
 
-    def _load(self) -> dict[str, tuple[int, int, str]]:
+    def _load(self) -> dict[str, tuple[int, int, int, str]]:
         try:
             data = json.loads(self.path.read_bytes())
         except FileNotFoundError:
@@ -57,16 +57,16 @@ class ManifestCache:
             return {}
         if data.get("version") != CACHE_VERSION:
             return {}
-        return {k: (int(v[0]), int(v[1]), str(v[2])) for k, v in data.get("files", {}).items()}
+        return {k: (int(v[0]), int(v[1]), int(v[2]), str(v[3])) for k, v in data.get("files", {}).items()}
 
     def sha256(self, path: Path, *, fresh: bool = False) -> str:
         real = os.path.realpath(path)
         st = os.stat(real)
-        key = (st.st_size, st.st_mtime_ns)
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
         with self._lock:
             known = self._entries.get(real)
-        if known is not None and not fresh and known[:2] == key:
-            return known[2]
+        if known is not None and not fresh and known[:3] == key:
+            return known[3]
         digest = sha256_file(Path(real))
         with self._lock:
             self._entries[real] = (*key, digest)
@@ -80,7 +80,7 @@ class ManifestCache:
         real = os.path.realpath(path)
         st = os.stat(real)
         with self._lock:
-            self._entries[real] = (st.st_size, st.st_mtime_ns, digest)
+            self._entries[real] = (st.st_size, st.st_mtime_ns, st.st_ino, digest)
             self._dirty = True
 
     def forget_under(self, folder: Path) -> None:

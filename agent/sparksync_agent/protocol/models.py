@@ -119,6 +119,10 @@ class VerifyRequest(WireModel):
     name: str
     files: list[ModelFile] = Field(description="The source's manifest: path, size and sha256 of each file.")
     staging: bool = Field(True, description="Check the staged copy (else the present one).")
+    cached: list[str] = Field(
+        [], description="Files an earlier check of this copy hashed fresh: that hash counts while the file's "
+        "size, mtime and inode are unchanged (a file rsync replaced is hashed again)."
+    )
 
 
 class VerifyReply(WireModel):

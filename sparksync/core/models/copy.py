@@ -61,7 +61,7 @@ from sparksync.core.models.route import Route, Routes
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.3
+POLL_S = 0.1  # a push's progress; also how late its end is noticed
 
 
 class CopyCancelled(ModelError):
@@ -99,6 +99,7 @@ class NodeResult:
     literal_bytes: int | None = None
     recopied: list[str] = field(default_factory=list)
     message: str | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each step
 
     @property
     def ok(self) -> bool:
@@ -164,6 +165,8 @@ class ModelCopy:
         targets = [t for t in self.nodes.names(targets) if t != source]
         if not targets:
             raise ModelError("name at least one target node other than the source (--to NODE)")
+        if source:
+            self.routes.ahead(source, targets)  # ssh attempts from the source while the nodes are listed
         wanted = self.nodes.names([source]) if source else self.nodes.names()
         listings = self.nodes.listings(list(dict.fromkeys([*wanted, *targets])))
         origin = source or _first_with(name, listings, exclude=targets)
@@ -265,6 +268,7 @@ class ModelCopy:
                 ) from None
             finally:
                 self._drop_relay()
+                self.routes.close()
         order = [t for t in self.nodes.names(targets) if t in results]
         report = CopyReport(name, plan.entry.size_bytes, plan.source, [results[t] for t in order],
                             time.monotonic() - started)  # fmt: skip
@@ -279,16 +283,26 @@ class ModelCopy:
     def _one(self, plan: _Plan, source: str, target: str, repair: list[str] | None) -> NodeResult:
         started = time.monotonic()
         route: Route | None = None
+        phases: dict[str, float] = {}
+        lap = _Lap(phases)
         try:
             route = self.routes.choose(source, target)
+            lap("route")
             reply = self.nodes.call(target, lambda c: c.receive_model(
                 ReceiveRequest(name=plan.name, size_bytes=plan.entry.size_bytes, repair=repair is not None)))  # fmt: skip
+            lap("receive")
             files = repair or [f.path for f in plan.manifest]
-            literal = self._move(plan, source, target, route, reply.staging, files, checksum=repair is not None)
+            early = _EarlyCheck(self, plan, target, files)
+            try:
+                literal = self._move(plan, source, target, route, reply.staging, files, checksum=repair is not None)
+            finally:
+                checked = early.stop()
+            lap("transfer")
             recopied: list[str] = []
             self._emit(CopyEvent(target, "verifying", source, route.kind, plan.entry.size_bytes,
                                  plan.entry.size_bytes))  # fmt: skip
-            verdict = self._verify(plan, target)
+            verdict = self._verify(plan, target, checked)
+            lap("verify")
             if not verdict.ok:
                 recopied = verdict.mismatched + verdict.missing
                 self._emit(CopyEvent(target, "recopying", source, route.kind, 0, plan.entry.size_bytes,
@@ -303,6 +317,7 @@ class ModelCopy:
                     )
             entry = self.nodes.call(target, lambda c: c.finalize_model(
                 FinalizeRequest(name=plan.name, format=plan.entry.format, files=plan.manifest)))  # fmt: skip
+            lap("finalize")
             self._entries[target] = entry
             seconds = time.monotonic() - started
             moved = sum(f.size for f in plan.manifest if f.path in set(files))
@@ -312,8 +327,9 @@ class ModelCopy:
             message = route.detail if route.kind == "relay" else None
             self._emit(CopyEvent(target, "done", source, route.kind, plan.entry.size_bytes, plan.entry.size_bytes,
                                  message=message))  # fmt: skip
+            log.info("%s to %s: %s", plan.name, target, ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
             return NodeResult(target, state, source, route.kind, seconds, moved, literal, recopied or repair or [],
-                              message)  # fmt: skip
+                              message, phases)  # fmt: skip
         except CopyCancelled as exc:
             self._emit(CopyEvent(target, "cancelled", source, route.kind if route else None, message=str(exc)))
             return NodeResult(target, "cancelled", source, route.kind if route else None,
@@ -323,8 +339,8 @@ class ModelCopy:
             return NodeResult(target, "failed", source, route.kind if route else None,
                               time.monotonic() - started, message=str(exc))  # fmt: skip
 
-    def _verify(self, plan: _Plan, target: str) -> VerifyReply:
-        request = VerifyRequest(name=plan.name, files=plan.manifest, staging=True)
+    def _verify(self, plan: _Plan, target: str, checked: list[str] | None = None) -> VerifyReply:
+        request = VerifyRequest(name=plan.name, files=plan.manifest, staging=True, cached=checked or [])
         return self.nodes.call(target, lambda c: c.verify_model(request))
 
     def _record_rate(self, target: str, nbytes: int, seconds: float) -> None:
@@ -436,6 +452,57 @@ class ModelCopy:
             self.on_event(event)
         except Exception:  # a face's bug must not stop a copy
             log.exception("a copy progress listener failed")
+
+
+class _EarlyCheck:
+    """Hashes on the target each file that has arrived while the next ones are still on the wire.
+
+    rsync writes a file under a temporary name and renames it when it is whole,
+    so a file under its own name with its manifest size has landed. The final
+    check then hashes only what this one has not (the agent's cache keys on size,
+    mtime and inode, so a file rsync replaced afterwards is hashed again).
+    """
+
+    EVERY_S = 1.0
+
+    def __init__(self, copy: ModelCopy, plan: _Plan, target: str, files: list[str]):
+        self.copy, self.plan, self.target = copy, plan, target
+        self.todo = [f for f in plan.manifest if f.path in set(files)]
+        self.ok: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"model-check:{target}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        self._thread.join(60)
+        return list(self.ok)
+
+    def _run(self) -> None:
+        while len(self.todo) > 1 and not self._stop.wait(self.EVERY_S):
+            request = VerifyRequest(name=self.plan.name, files=self.todo[:-1], staging=True)
+            try:
+                verdict = self.copy.nodes.call(self.target, lambda c: c.verify_model(request))
+            except SparkSyncError as exc:
+                log.debug("early check on %s: %s", self.target, exc)
+                return
+            bad = set(verdict.mismatched) | set(verdict.missing)
+            done = [f for f in self.todo[:-1] if f.path not in bad]
+            self.ok += [f.path for f in done]
+            # A wrong one is left to the final check (fresh): not hashed again every second.
+            self.todo = [f for f in self.todo if f not in done and f.path not in verdict.mismatched]
+
+
+class _Lap:
+    """Seconds since the last lap, under a step's name."""
+
+    def __init__(self, phases: dict[str, float]):
+        self.phases, self.last = phases, time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = self.phases.get(name, 0.0) + now - self.last
+        self.last = now
 
 
 class _Clock:

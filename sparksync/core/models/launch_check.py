@@ -55,7 +55,7 @@ class ModelNeed:
 
     def sentence(self) -> str:
         where = ", ".join(self.missing)
-        size = f" ({self.size_bytes / 1e9:.2f} GB)" if self.size_bytes else ""
+        size = f" ({_size(self.size_bytes)})" if self.size_bytes else ""
         if self.source is None:
             return f"model {self.name}{size} is not on {where}, and no node has it to copy from: fetch it first"
         if self.estimate_s is not None:
@@ -162,6 +162,10 @@ def resolve_launch(launch: RankLaunch, paths: Mapping[str, Mapping[str, str]]) -
         "env": {k: fix(v) for k, v in launch.env.items()},
         "stop_argv": [fix(a) for a in launch.stop_argv],
     })  # fmt: skip
+
+
+def _size(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
 def _duration(seconds: float) -> str:

@@ -16,6 +16,7 @@ key path for a pair of nodes, ``choose_route`` is what changes.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,21 +38,33 @@ class Route:
 
 
 class Routes:
-    """``choose(source, target)``, each pair asked once per copy."""
+    """``choose(source, target)``, each pair asked once per copy; ``ahead`` asks while other work runs."""
 
     def __init__(self, nodes: ModelNodes):
         self.nodes = nodes
-        self._known: dict[tuple[str, str], Route] = {}
+        self._known: dict[tuple[str, str], Future[Route]] = {}
         self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="model-route")
+
+    def ahead(self, source: str, targets: list[str]) -> None:
+        """Start finding the routes from ``source`` (an ssh attempt each), without waiting."""
+        for target in targets:
+            self._future(source, target)
 
     def choose(self, source: str, target: str) -> Route:
+        return self._future(source, target).result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def _future(self, source: str, target: str) -> Future[Route]:
         with self._lock:
-            known = self._known.get((source, target))
-        if known is None:
-            known = choose_route(self.nodes, source, target)
-            with self._lock:
-                self._known[(source, target)] = known
-        return known
+            future = self._known.get((source, target))
+            if future is None:
+                future = self._known[(source, target)] = self._pool.submit(
+                    choose_route, self.nodes, source, target
+                )
+        return future
 
 
 def choose_route(nodes: ModelNodes, source: str, target: str) -> Route:

@@ -144,3 +144,11 @@ def test_delete_removes_a_model_and_refuses_one_a_workload_uses(tmp_path, monkey
     assert refused.value.status == 409 and "w1" in str(refused.value)
     store.delete("free")
     assert [m.name for m in store.list().models] == ["busy"]
+
+
+def test_a_name_that_climbs_out_of_the_store_is_refused(store):
+    for bad in ("../etc", "a/../../b", "/abs", "a/b/c", ""):
+        with pytest.raises(ModelError) as refused:
+            store.receive(ReceiveRequest(name=bad, size_bytes=1))
+        assert refused.value.status == 400, bad
+    assert not store.roots.staging.exists()
