@@ -149,13 +149,14 @@ def list_cmd(limit: int | None, kind: str | None, sweep_id: str | None, as_json:
     if not items:
         click.echo("no benchmark runs stored yet; run one with `sparksync bench run`")
         return
-    click.echo(f"{'id':>5}  {'when (UTC)':<16}  {'status':<8}  {'nodes':>5}  {'decode':>9}  {'% bound':>7}  "
+    click.echo(f"{'id':>5}  {'when (UTC)':<16}  {'status':<8}  {'nodes':>5}  {'decode':>9}  {'% bound (model)':>18}  "
                f"{'prefill':>10}  {'TTFT ms':>8}  model")
     for i in items:
         decode = i.train_tps if i.kind == "training" else i.decode_tps
         bound = i.decode_percent_of_bound
+        percent = "—" if bound is None else f"{bound:.1f} % ({i.bound_label})"
         click.echo(f"{i.id:>5}  {i.created_at:%Y-%m-%d %H:%M}  {i.status:<8}  {i.cluster_size:>5}  "
-                   f"{_num(decode):>9}  {'—' if bound is None else f'{bound:.1f} %':>7}  "
+                   f"{_num(decode):>9}  {percent:>18}  "
                    f"{_num(i.prefill_tps):>10}  {_num(i.ttft_ms):>8}  {i.model}"
                    + (f"  [{i.label}]" if i.label else ""))
 

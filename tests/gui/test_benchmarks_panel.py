@@ -81,7 +81,7 @@ def test_runs_are_listed_newest_first_with_partial_runs_marked(panel, history):
     assert [item.id for item in panel.runs.items] == [ids["lone"], ids["partial"], ids[4], ids[2], ids[1]]
     assert cell(panel, 1, "status") == "⚠ partial"
     assert cell(panel, 0, "tok/s") == "52.58" and cell(panel, 0, "topology") == "ring"
-    assert cell(panel, 4, "% of bound").endswith(" %")  # the sweep runs carry the planner's bound
+    assert cell(panel, 4, "% of bound").endswith(" % (1 node)")  # the sweep runs carry the planner's bound, named
     assert cell(panel, 0, "% of bound") == "—"  # this one has none
 
 

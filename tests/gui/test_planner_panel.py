@@ -97,3 +97,22 @@ def test_bad_input_is_said_in_plain_words(qtbot, planner, tmp_path):
     with qtbot.waitSignal(planner.error_raised, timeout=WAIT_MS) as error:
         planner.plan()
     assert "missing.gguf" in error.args[0]
+
+
+def test_the_split_chooses_the_bounds_model_and_each_row_names_it(qtbot, planner):
+    planner.name.setText("Qwen3.8-27B-NVFP4")
+    planner.params.setText("27e9")
+    planner.quant.setCurrentText("nvfp4")
+    planner.layers.setValue(64)
+    planner.kv_heads.setValue(8)
+    planner.head_dim.setValue(128)
+    planner.hidden.setValue(5120)
+    planner.nodes.setValue(2)
+    planner.split.setCurrentText("layer split (llama.cpp RPC)")
+    result = planned(qtbot, planner)
+    # docs/planner.md: a 2-node layer split reads everything in turn, plus one 20.41 us transfer.
+    assert result.rows[1].decode_tps == pytest.approx(1 / ((15.1875e9 + 2147483648) / 273e9 + 20.41e-6), rel=1e-4)
+    assert cell(planner, 0, "bound model") == "1 node" and cell(planner, 1, "bound model") == "layers×2"
+    planner.split.setCurrentText("tensor parallel (vLLM, SGLang, TRT-LLM)")
+    tensor = planned(qtbot, planner)
+    assert cell(planner, 1, "bound model") == "TP×2" and tensor.rows[1].decode_tps > 1.5 * result.rows[1].decode_tps

@@ -43,6 +43,10 @@ def test_an_efficiency_above_105_percent_and_a_wide_spread_are_flagged_above_the
     assert panel.scaling_table.item(1, headers.index("bound model")).text() == "TP×2"
     assert "above 105%" in panel.scaling_table.item(1, headers.index("flags")).text()
     assert panel.scaling_table.item(0, headers.index("flags")).text() in ("", "—")
+    # The chart too: each size's std as an error bar, the bound named with its model.
+    bars = panel.chart.error_bars["decode"].opts
+    assert list(bars["height"]) == pytest.approx([0.2, 10.0])  # ± one std: 0.1 and 5.0
+    assert "bound (planner, 1 node / TP×2)" in panel.chart.curves
     if os.environ.get("SPARKSYNC_SCREENSHOTS"):
         panel.grab().save(str(SCREENSHOT))
     panel.cancel_run()

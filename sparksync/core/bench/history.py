@@ -245,7 +245,9 @@ class HistoryStore:
                   sweep_id: str | None = None) -> list[RunListItem]:
         """Newest first, without reading any JSON column."""
         where, params = _filters(kind=kind, sweep_id=sweep_id)
-        sql = (f"SELECT {', '.join(_LIST_COLUMNS)} FROM runs{where} "
+        # The bound's split is one small field of the (small) bounds JSON, read by SQLite itself.
+        sql = (f"SELECT {', '.join(_LIST_COLUMNS)}, json_extract(bounds_json, '$.split') AS bound_split "
+               f"FROM runs{where} "
                "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?")
         with self._connect() as conn:
             rows = conn.execute(sql, (*params, -1 if limit is None else limit, offset)).fetchall()

@@ -18,6 +18,7 @@ from sparksync.core.bench.context import RunContext
 from sparksync.core.bench.preflight import ServerFacts
 from sparksync.core.bench.profile import BenchProfile
 from sparksync.core.bench.results import RunSummary, percent_of_bound
+from sparksync.core.planner.bounds import SPLITS, Split, split_label
 
 Kind = Literal["inference", "training"]
 Status = Literal["complete", "partial", "failed"]
@@ -82,6 +83,18 @@ class RunListItem(BaseModel):
     train_tps: float | None
     decode_bound_tps: float | None = None
     prefill_bound_tps: float | None = None
+    bound_split: str | None = Field(None, description="The bound's split; None with a bound: tensor (older runs)")
+
+    @property
+    def bound_label(self) -> str | None:
+        """The model the bound assumes, short ("TP×8", "layers×2"); None without a bound."""
+        if self.decode_bound_tps is None and self.prefill_bound_tps is None:
+            return None
+        split: Split = "tensor"
+        for known in SPLITS:
+            if known == self.bound_split:
+                split = known
+        return split_label(split, self.cluster_size)
 
     @property
     def decode_percent_of_bound(self) -> float | None:

@@ -61,7 +61,8 @@ def _bounds(request: BenchRequest, outcome: BenchOutcome) -> tuple[RunBounds | N
         if spec is None:
             return None, missing
         context = request.context
-        split = split_for_engine(context.engine, context.cluster_size)
+        # llama.cpp over several nodes is its RPC backend: a layer split (the server says "llamacpp").
+        split = split_for_engine(context.engine or outcome.preflight.facts.owned_by, context.cluster_size)
         return run_bounds(spec, request.profile, context.cluster_size, request.hardware, split=split), None
     except SparkSyncError as exc:
         log.warning("benchmark bounds: %s", exc)

@@ -123,9 +123,15 @@ def row_texts(item: RunListItem) -> list[str]:
     throughput = item.train_tps if item.kind == "training" else item.decode_tps
     return [str(item.id), item.created_at.strftime("%Y-%m-%d %H:%M"), STATUS_TEXT.get(item.status, item.status),
             str(item.cluster_size), item.topology or DASH, item.model, _num(throughput),
-            format_percent_of_bound(item.decode_percent_of_bound), _num(item.prefill_tps), _num(item.ttft_ms),
+            _beside_model(item), _num(item.prefill_tps), _num(item.ttft_ms),
             item.label or ""]
 
 
 def _num(value: float | None) -> str:
     return DASH if value is None else f"{value:,.2f}"
+
+
+def _beside_model(item: RunListItem) -> str:
+    """The decode % of bound with the model the bound assumes beside it: "75.5 % (1 node)"."""
+    percent = format_percent_of_bound(item.decode_percent_of_bound)
+    return percent if item.decode_percent_of_bound is None else f"{percent} ({item.bound_label})"

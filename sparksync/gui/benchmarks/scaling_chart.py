@@ -9,6 +9,7 @@ PNG export (saving the file is left to a worker).
 
 from __future__ import annotations
 
+import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.exporters import ImageExporter
 from PySide6.QtCore import Qt
@@ -26,6 +27,7 @@ class ScalingChart(pg.GraphicsLayoutWidget):
         super().__init__(parent)
         self.setBackground("w")
         self.curves: dict[str, pg.PlotDataItem] = {}
+        self.error_bars: dict[str, pg.ErrorBarItem] = {}  # the std over runs of each figure, by curve name
         self.throughput = self._plot(0, "tokens/s by nodes", "decode tok/s")
         self.prefill = self._plot(1, "prefill tokens/s by nodes", "prefill tok/s")
         self.speedup = self._plot(2, "speed-up against 1 node", "× one node")
@@ -43,18 +45,26 @@ class ScalingChart(pg.GraphicsLayoutWidget):
         self.report = report
         for plot in (self.throughput, self.prefill, self.speedup):
             plot.clear()
-        self.curves = {}
+        self.curves, self.error_bars = {}, {}
         rows = report.rows
         sizes = [float(r.cluster_size) for r in rows]
         inference = report.kind == "inference"
         self.throughput.setLabel("left", "decode tok/s" if inference else "training tok/s")
         self._curve(self.throughput, "decode" if inference else "training", sizes,
                     [r.throughput for r in rows], DECODE_COLOR, "o")
-        self._curve(self.throughput, "bound (planner)", sizes, [r.decode_bound_tps for r in rows], BOUND_COLOR,
+        self._errors(self.throughput, "decode" if inference else "training", sizes, [r.throughput for r in rows],
+                     [r.throughput_std for r in rows], DECODE_COLOR)
+        models = sorted({r.bound_model for r in rows if r.bound_model})
+        bound_name = "bound (planner" + (f", {' / '.join(models)})" if models else ")")
+        self._curve(self.throughput, bound_name, sizes, [r.decode_bound_tps for r in rows], BOUND_COLOR,
                     "t", dashed=True)
+        if bound_name in self.curves:  # one key whatever the split, for whoever looks the curve up
+            self.curves["bound (planner)"] = self.curves[bound_name]
         self.prefill.setVisible(inference)
         if inference:
             self._curve(self.prefill, "prefill", sizes, [r.prefill_tps for r in rows], PREFILL_COLOR, "s")
+            self._errors(self.prefill, "prefill", sizes, [r.prefill_tps for r in rows], [r.prefill_std for r in rows],
+                         PREFILL_COLOR)
         self._curve(self.speedup, "ideal (N×)", sizes, sizes, IDEAL_COLOR, None, dashed=True)
         self._curve(self.speedup, "decode speed-up" if inference else "speed-up", sizes,
                     [r.speedup for r in rows], DECODE_COLOR, "o")
@@ -74,6 +84,17 @@ class ScalingChart(pg.GraphicsLayoutWidget):
                           pen=pg.mkPen(color, width=2, style=style), symbol=symbol, symbolBrush=color,
                           symbolPen=color, symbolSize=8)
         self.curves[name] = curve
+
+    def _errors(self, plot: pg.PlotItem, name: str, xs: list[float], ys: list[float | None],
+                stds: list[float | None], color: str) -> None:
+        """± one std over the runs at each size, where the runs gave one."""
+        points = [(x, y, e) for x, y, e in zip(xs, ys, stds, strict=True) if y is not None and e]
+        if not points:
+            return
+        x, y, height = (np.array(values, dtype=float) for values in zip(*points))
+        bars = pg.ErrorBarItem(x=x, y=y, height=2 * height, beam=0.15, pen=pg.mkPen(color, width=1.5))
+        plot.addItem(bars)
+        self.error_bars[name] = bars
 
     def image(self) -> QImage:
         """The chart as an image (pyqtgraph's ImageExporter), for a PNG file."""

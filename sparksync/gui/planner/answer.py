@@ -2,8 +2,8 @@
 
 For each size from 1 to the cluster's node count: whether the model fits
 (with the margin on the tightest node), and the decode and prefill bounds
-(memory bandwidth plus tensor-parallel traffic; compute) at the chosen
-context. The method is the planner's own (docs/planner.md).
+(memory bandwidth plus the split's traffic: tensor parallel, layer split or
+replicas; compute) at the chosen context. The method is the planner's own (docs/planner.md).
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from sparksync.core.planner import (
     Hardware,
     ModelSpec,
     NodeMemory,
+    Split,
     decode_bound,
     plan_fit,
     prefill_bound,
     read_model,
+    split_label,
 )
 from sparksync.core.planner import GB, PlanInputError, plan_on
 
@@ -34,6 +36,7 @@ class SizeRow:
     tensor_parallel_ok: bool | None
     decode_tps: float | None  # None: the model's shape is too little known for this size
     prefill_tps: float | None
+    bound_model: str = ""  # the split the bounds assume at this size ("TP×8", "layers×2", ...)
 
 
 @dataclass(frozen=True)
@@ -46,28 +49,29 @@ class PlannerAnswer:
 
 
 def answer(model: ModelSpec, cluster: list[NodeMemory], options: FitOptions, hardware: Hardware,
-           prompt_tokens: int = 8192) -> PlannerAnswer:
+           prompt_tokens: int = 8192, split: Split = "tensor") -> PlannerAnswer:
     report = plan_fit(model, cluster, options)
     notes: list[str] = []
-    rows = [_row(model, cluster, options, hardware, n, prompt_tokens, notes) for n in range(1, len(cluster) + 1)]
+    rows = [_row(model, cluster, options, hardware, n, prompt_tokens, notes, split)
+            for n in range(1, len(cluster) + 1)]
     return PlannerAnswer(model, report, rows, hardware, notes)
 
 
 def answer_for_file(path: Path, cluster: list[NodeMemory], options: FitOptions, hardware: Hardware,
-                    prompt_tokens: int = 8192) -> PlannerAnswer:
+                    prompt_tokens: int = 8192, split: Split = "tensor") -> PlannerAnswer:
     """The same, with the model's numbers read from its GGUF or safetensors files (I/O: call in a worker)."""
-    return answer(read_model(path), cluster, options, hardware, prompt_tokens)
+    return answer(read_model(path), cluster, options, hardware, prompt_tokens, split)
 
 
 def _row(model: ModelSpec, cluster: list[NodeMemory], options: FitOptions, hardware: Hardware, nodes: int,
-         prompt_tokens: int, notes: list[str]) -> SizeRow:
+         prompt_tokens: int, notes: list[str], split: Split = "tensor") -> SizeRow:
     plan = plan_on(model, cluster, options, nodes)
     decode = _bound(notes, lambda: decode_bound(model, nodes, hardware, context=options.context,
-                                                batch=options.concurrency, kv_dtype=options.kv_dtype))
+                                                batch=options.concurrency, kv_dtype=options.kv_dtype, split=split))
     prefill = _bound(notes, lambda: prefill_bound(model, nodes, hardware, prompt_tokens=prompt_tokens,
-                                                  batch=options.concurrency))
+                                                  batch=options.concurrency, split=split))
     return SizeRow(nodes, plan.fits, plan.needed_bytes_per_node, plan.margin_bytes, plan.tensor_parallel_ok,
-                   decode, prefill)
+                   decode, prefill, split_label(split, nodes))
 
 
 def _bound(notes: list[str], compute) -> float | None:

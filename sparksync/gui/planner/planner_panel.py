@@ -35,7 +35,10 @@ from sparksync.core.planner import DEFAULT_OVERHEAD_GB, GB, KV_DTYPES, MAX_NODES
 from sparksync.gui.planner.answer import PlannerAnswer, answer, answer_for_file, verdict
 from sparksync.gui.workers import Jobs
 
-COLUMNS = ("nodes", "fits", "needed per node", "margin", "tensor parallel", "decode bound", "prefill bound")
+COLUMNS = ("nodes", "fits", "needed per node", "margin", "tensor parallel", "decode bound", "prefill bound",
+           "bound model")
+SPLIT_CHOICES = {"tensor parallel (vLLM, SGLang, TRT-LLM)": "tensor", "layer split (llama.cpp RPC)": "layer",
+                 "one-node replicas": "replica"}  # fmt: skip
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 DEFAULT_RESERVE_GB = 4.0  # the OS and its desktop, as `sparksync plan` assumes
 
@@ -70,6 +73,9 @@ class PlannerPanel(QWidget):
         self.kv_dtype.addItems(list(KV_DTYPES))
         self.kv_dtype.setCurrentText("bf16")
         self.nodes = _int(self, 1, MAX_NODES, MAX_NODES)
+        self.split = QComboBox(self)
+        self.split.setObjectName("plannerSplit")
+        self.split.addItems(list(SPLIT_CHOICES))
         self.memory_gb = _spin(self, 1, 10_000, 128)
         self.reserve_gb = _spin(self, 0, 10_000, DEFAULT_RESERVE_GB)
         self.bandwidth = _spin(self, 1, 100_000, 273)
@@ -96,7 +102,7 @@ class PlannerPanel(QWidget):
                             ("Layers", self.layers), ("KV heads", self.kv_heads), ("Head dim", self.head_dim),
                             ("Hidden size", self.hidden), ("Context tokens", self.context),
                             ("Concurrency", self.concurrency), ("Prompt tokens (prefill)", self.prompt),
-                            ("KV cache type", self.kv_dtype), ("Nodes", self.nodes),
+                            ("KV cache type", self.kv_dtype), ("Nodes", self.nodes), ("Split", self.split),
                             ("Memory per node GB", self.memory_gb), ("Reserved per node GB", self.reserve_gb),
                             ("Memory bandwidth GB/s per node", self.bandwidth), ("Link Gb/s", self.link)):
             form.addRow(text, field)
@@ -129,10 +135,11 @@ class PlannerPanel(QWidget):
             self._on_plan_failed(str(exc))
             return
         path, model, cluster, options, hardware, prompt = inputs
+        split = SPLIT_CHOICES[self.split.currentText()]
         if path is not None:
-            call = lambda: answer_for_file(path, cluster, options, hardware, prompt)
+            call = lambda: answer_for_file(path, cluster, options, hardware, prompt, split)
         else:
-            call = lambda: answer(model, cluster, options, hardware, prompt)
+            call = lambda: answer(model, cluster, options, hardware, prompt, split)
         self.verdict.setText("Planning…")
         self.jobs.run("planner", call, self._on_answered, self._on_plan_failed)
 
@@ -173,7 +180,7 @@ class PlannerPanel(QWidget):
 def row_texts(row) -> list[str]:
     tp = {True: "even split", False: "uneven heads", None: "—"}[row.tensor_parallel_ok]
     return [str(row.nodes), "yes" if row.fits else "no", f"{row.needed_bytes_per_node / GB:,.1f} GB",
-            f"{row.margin_bytes / GB:+,.1f} GB", tp, _tps(row.decode_tps), _tps(row.prefill_tps)]
+            f"{row.margin_bytes / GB:+,.1f} GB", tp, _tps(row.decode_tps), _tps(row.prefill_tps), row.bound_model]
 
 
 def parse_count(text: str) -> float:

@@ -72,6 +72,9 @@ def test_a_sweep_over_one_two_and_four_rpc_nodes_reports_three_sizes(llama_binar
     assert all(row.throughput > 0 and row.speedup > 0 and row.efficiency > 0 for row in report.rows)
     # Each size carries its own bound (read from the GGUF the local server names), as a percentage.
     assert all(row.decode_percent_of_bound is not None for row in report.rows)
+    # llama.cpp's RPC splits by layers: held to the layer split's bound, which is never above one node's.
+    assert [row.bound_model for row in report.rows] == ["1 node", "layers×2", "layers×4"]
+    assert report.rows[2].decode_bound_tps < report.rows[1].decode_bound_tps < report.rows[0].decode_bound_tps
     assert {item.id for item in history.list_runs(sweep_id=result.sweep_id)} == {r.id for r in result.records}
     table = export_text(report, "md")
     assert "| 4 |" in table and "decode % of bound" in table
