@@ -273,6 +273,7 @@ def supervised_lab(ssh_lab_factory, real_keyring):  # noqa: F811
         subprocess.run(["rm", "-rf", str(root)], timeout=60, check=False)
 
 
+@pytest.mark.timeout(int(soak_seconds()) + 900)  # the soak itself, plus pairing and starting eight nodes
 def test_eight_nodes_at_10_hz_through_faults(supervised_lab, perf_out):
     ssh_lab, agents, client_key, mounts = supervised_lab
     duration = soak_seconds()
