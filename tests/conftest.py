@@ -21,7 +21,17 @@ def _isolated_home(tmp_path_factory, monkeypatch):
 
 
 def _threads() -> set[threading.Thread]:
-    return {t for t in threading.enumerate() if t.is_alive()}
+    return {t for t in threading.enumerate() if _running(t)}
+
+
+def _running(thread: threading.Thread) -> bool:
+    """Whether ``thread`` still runs. A thread that threading did not start (a C library's, Qt's)
+    shows up as a ``_DummyThread`` once it calls into Python, and Python 3.11 keeps that entry
+    "alive" forever, even after the thread itself has ended. Its native thread tells the truth:
+    one that still runs is reported like any other thread."""
+    if isinstance(thread, threading._DummyThread):
+        return thread.native_id is not None and os.path.exists(f"/proc/self/task/{thread.native_id}")
+    return thread.is_alive()
 
 
 def _children() -> set[int]:
@@ -42,7 +52,8 @@ def _no_leaks(request):
         if not leaked_threads and not leaked_children:
             return
         threading.Event().wait(0.05)
-    details = [f"thread {t.name}" for t in leaked_threads]
+    details = [f"thread {t.name}" + (f" (native {t.native_id})" if isinstance(t, threading._DummyThread) else "")
+               for t in leaked_threads]  # fmt: skip
     details += [f"process {pid} ({_cmdline(pid)})" for pid in leaked_children]
     pytest.fail("test leaked: " + ", ".join(details), pytrace=False)
 

@@ -46,7 +46,22 @@ if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
   echo "warning: missing system packages: ${missing[*]} (install them with apt-get as root)" >&2
   exit 0
 fi
+# Another apt or dpkg (unattended-upgrades, a second `make`) may hold a lock: wait
+# for it rather than fail at once. Installing waits with apt's own option
+# (DPkg::Lock::Timeout, for the dpkg lock); `apt-get update` has none for the
+# lists lock (apt 2.6), so it is tried again while that lock is held.
+lock_timeout="${SPARKSYNC_APT_LOCK_TIMEOUT:-600}"
+lock=(-o "DPkg::Lock::Timeout=${lock_timeout}")
 echo "installing system packages: ${missing[*]}"
+echo "(if another apt or dpkg holds its lock, waiting for it up to ${lock_timeout} s)"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+deadline=$((SECONDS + lock_timeout))
+until update_err=$(apt-get "${lock[@]}" update -qq 2>&1 >/dev/null); do
+  if [[ "$update_err" != *"Could not get lock"* ]] || [ "$SECONDS" -ge "$deadline" ]; then
+    echo "$update_err" >&2
+    exit 100
+  fi
+  echo "apt's package lists are locked by another process; waiting..." >&2
+  sleep 2
+done
+apt-get "${lock[@]}" install -y -qq --no-install-recommends "${missing[@]}"

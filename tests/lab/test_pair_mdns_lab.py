@@ -123,3 +123,21 @@ def test_a_host_without_an_advertisement_pairs_on_the_users_check_alone(ssh_lab_
     paired = _pair(ssh_lab, env, node, "--accept-host-key", ssh_lab.fingerprint(node))
     assert paired.returncode == 0, paired.stderr
     assert "advertises no host key over mDNS" in paired.stderr
+
+
+def test_a_ninth_node_is_refused_with_its_own_exit_code_and_nothing_changes_on_it(ssh_lab_factory, env):
+    from sparksync.core.nodes.registry import MAX_NODES, Registry
+    from tests.core.node_factory import paired_node
+
+    registry = Registry()
+    for index in range(1, MAX_NODES + 1):
+        registry.add(paired_node(f"spark-{index:04d}", index))
+    ssh_lab = ssh_lab_factory(1)
+    node = ssh_lab.nodes[0]
+
+    refused = _pair(ssh_lab, env, node, "--accept-host-key", ssh_lab.fingerprint(node))
+
+    assert refused.returncode == 17, refused.stderr  # docs/exit-codes.md: the cluster is full
+    assert f"SparkSync manages at most {MAX_NODES}" in refused.stderr and "sparksync node unpair" in refused.stderr
+    assert not ssh_lab.authorized_keys_path(node).parent.exists()  # our key was never installed
+    assert len(Registry()) == MAX_NODES

@@ -30,7 +30,7 @@ from sparksync.core.bundle.manifest import (
     file_entry,
     utc_now,
 )
-from sparksync.core.bundle.piprun import run_pip
+from sparksync.core.bundle.piprun import check_index_reachable, run_pip
 from sparksync.core.bundle.platforms import Target
 from sparksync.core.bundle.verify import glibc_needed, verify_bundle, wheel_problem
 from sparksync.core.base.paths import ensure_dir
@@ -61,6 +61,7 @@ def build_bundle(
         agent = agent_wheel(agent_source, work / "agent", say)
         wheels = work / "wheels"
         say(f"downloading the agent's dependencies for {target.describe()}")
+        check_index_reachable(f"downloading wheels for {target.describe()}")  # seconds, not minutes, offline
         download_wheels(target, agent, wheels)
         staged = work / final.name
         pack(staged, make_manifest(target, agent.name, wheels), wheels)

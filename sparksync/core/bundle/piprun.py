@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 # A whole pip run may take this long before it is stopped (a stuck proxy must
 # not hang a deploy forever); pip's own per-request timeout still applies.
 PIP_RUN_TIMEOUT_S = 20 * 60
+PROBE_TIMEOUT_S = 4  # pip's per-request timeout for the quick index check (one retry)
+PROBE_RUN_TIMEOUT_S = 30  # the whole check, pip's start-up included, on a slow machine
 
 # Lines pip prints when it cannot reach an index (urllib3/requests wording).
 # At its default verbosity pip shows them only in its "Retrying" warnings, so
@@ -28,6 +30,7 @@ _NETWORK_MARKERS = (
     "NewConnectionError",
     "Failed to establish a new connection",
     "ConnectTimeoutError",
+    "ReadTimeoutError",  # an index (or proxy) that accepts and never answers: a network that drops packets
     "ConnectionError",
     "ProxyError",
     "Temporary failure in name resolution",
@@ -86,11 +89,44 @@ def run_pip(args: list[str], doing: str, markers: dict[str, str] | None = None) 
     return output
 
 
+def check_index_reachable(doing: str) -> None:
+    """One quick look at the package index before a long pip run; BundleOfflineError when it is out of reach.
+
+    pip's defaults (5 retries, 15 s each, with backoff) make a dead network
+    cost two minutes per run. This asks the index one small question (the
+    versions of ``pip``), through the user's pip configuration (mirror,
+    proxy, certificates), with one retry of a few seconds. Only a network
+    failure stops here; anything else (an index-less configuration, an old
+    pip without ``pip index``) is left for the real run to show.
+    """
+    cmd = pip_command() + ["index", "versions", "pip", "--retries", "1", "--timeout", str(PROBE_TIMEOUT_S)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=PROBE_RUN_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise BundleOfflineError(
+            f"the package index did not answer within {PROBE_RUN_TIMEOUT_S} s (checked before {doing}; "
+            "nothing was downloaded)"
+        ) from exc
+    if done.returncode == 0:
+        return
+    network = first_network_error(done.stdout + done.stderr)
+    if network is not None:
+        raise BundleOfflineError(
+            f"pip could not reach the package index ({network}; checked before {doing}, so nothing was "
+            "downloaded)"
+        )
+
+
 def _failure(output: str, doing: str) -> BundleBuildError:
+    # pip's own ERROR lines say what failed ("No matching distribution found for ..."); a network
+    # warning that came before them is only the likely cause, so it goes second.
+    errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
     network = first_network_error(output)
     if network is not None:
-        return BundleOfflineError(f"pip could not reach the package index while {doing} ({network})")
-    errors = [line.strip() for line in output.splitlines() if line.strip().startswith("ERROR:")]
+        said = f": {' / '.join(errors[-2:])}" if errors else ""
+        return BundleOfflineError(
+            f"pip could not reach the package index while {doing}{said} (first network failure: {network})"
+        )
     detail = " / ".join(errors[-3:]) or (output.strip().splitlines() or ["no output"])[-1]
     return BundleBuildError(f"pip failed while {doing}: {detail}")
 
@@ -105,7 +141,8 @@ def first_network_error(output: str) -> str | None:
 
 def _shorten(line: str) -> str:
     # urllib3 lines end with the useful part: "...: [Errno 111] Connection refused")': /fastapi/
-    for reason in ("[Errno", "Temporary failure", "Name or service", "timed out", "ProxyError", "SSLError"):
+    for reason in ("[Errno", "Temporary failure", "Name or service", "Read timed out", "timed out", "ProxyError",
+                   "SSLError"):  # fmt: skip
         at = line.find(reason)
         if at >= 0:
             return line[at:].split('")', 1)[0].split("'))", 1)[0][:160]

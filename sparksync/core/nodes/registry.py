@@ -78,6 +78,8 @@ class RegistryConflictError(RegistryError):
 class ClusterFullError(RegistryError):
     """The cluster already holds MAX_NODES nodes."""
 
+    exit_code = 17  # its own code: a script can tell "no free slot" from a failed pairing
+
 
 class DuplicateNodeError(RegistryError):
     """A node with that name (or that host key, or that id) is already paired."""

@@ -30,7 +30,7 @@ _SSH_ADD_TIMEOUT_S = 30.0
 class SshAgentError(SparkSyncError):
     """The key could not be handed to an ssh-agent."""
 
-    exit_code = 16
+    exit_code = 18
 
 
 @dataclass(frozen=True)
