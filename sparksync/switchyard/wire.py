@@ -15,6 +15,7 @@ a generation. Health checks and everything else still use httpx.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from collections import deque
@@ -331,7 +332,9 @@ def _request(host: str, port: int, target: str, body: bytes, headers: dict[str, 
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
+@functools.lru_cache(maxsize=256)
 def _split(url: str) -> tuple[str, str, int, str]:
+    # Cached: a gateway sends to a few URLs over and over, and urlsplit costs every request.
     parts = urlsplit(url)
     scheme = parts.scheme or "http"
     port = parts.port or (443 if scheme == "https" else 80)
