@@ -80,6 +80,7 @@ class Gateway:
         # The relay streams through the lean wire client; the health checks use httpx.
         async with httpx.AsyncClient(trust_env=False) as client:
             self.relay = Relay(self.config, self.pools, self.policy, wire, self.metrics)
+            self.relay.loop = asyncio.get_running_loop()
             checker = HealthChecker(self.pools, self.source, self.config.health, client)
             await checker.check_once()  # the first requests should already skip dead replicas
             task = asyncio.create_task(checker.run_forever(), name="switchyard-health")
@@ -153,7 +154,8 @@ class CompletionEndpoint:
         except _ClientGone:
             return  # nothing to answer: the client left while sending its request
         assert gw.relay is not None, "the gateway's lifespan has not started"
-        await RelayResponse(gw.relay.produce(job), gw.config.limits.request_timeout_s, job.request_id)(
+        relay = gw.relay
+        await RelayResponse(relay.produce(job), gw.config.limits.request_timeout_s, job.request_id, relay.loop)(
             scope, receive, send
         )
 

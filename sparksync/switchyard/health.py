@@ -37,19 +37,23 @@ class HealthChecker:
             self._pools.apply(await self._source.replica_urls())
         except Exception:  # a broken source must not stop the checks of the replicas we know
             log.exception("the pool source failed; keeping the current replica lists")
-        replicas = [r for _, r in self._pools.all_replicas()]
-        await asyncio.gather(*(self._check(r) for r in replicas))
+        # One probe per URL: a replica serving two pools (one engine for both) is asked once.
+        by_url: dict[str, list[Replica]] = {}
+        for _, replica in self._pools.all_replicas():
+            by_url.setdefault(replica.url, []).append(replica)
+        await asyncio.gather(*(self._check(url, replicas) for url, replicas in by_url.items()))
 
-    async def _check(self, replica: Replica) -> None:
-        error = await self._probe(replica.url)
-        if (error is None) != replica.healthy:
+    async def _check(self, url: str, replicas: list[Replica]) -> None:
+        error = await self._probe(url)
+        if any((error is None) != r.healthy for r in replicas):
             if error is None:
-                log.info("replica %s passes its health check again", replica.url)
+                log.info("replica %s passes its health check again", url)
             else:
-                log.warning("replica %s fails its health check: %s", replica.url, error)
-        replica.healthy = error is None
-        if error is not None:
-            replica.last_error = error
+                log.warning("replica %s fails its health check: %s", url, error)
+        for replica in replicas:
+            replica.healthy = error is None
+            if error is not None:
+                replica.last_error = error
 
     async def _probe(self, url: str) -> str | None:
         """None when healthy, else what went wrong."""

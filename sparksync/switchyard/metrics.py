@@ -77,17 +77,22 @@ class GatewayMetrics:
             registry=r,
         )
         self.tokens = Counter("switchyard_output_tokens", "Output tokens delivered", ["pool"], registry=r)
+        for metric in (self.requests, self.routed, self.tokens, self.ttft):
+            _keep_children(metric)
         self.windows = {name: RateWindow() for name in pools.names()}
         self._answered = {name: 0 for name in pools.names()}
         self._pending: list[Callable[[], None]] = []
         self._flush_timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         r.register(_LiveCollector(self))
 
     def defer(self, record: Callable[[], None]) -> None:
         """Run ``record`` a moment later; every read of the figures runs what is pending first."""
         self._pending.append(record)
         if self._flush_timer is None:
-            self._flush_timer = asyncio.get_running_loop().call_later(DEFER_S, self.flush)
+            if self._loop is None:  # (looked up once: a getpid() system call on Python 3.11)
+                self._loop = asyncio.get_running_loop()
+            self._flush_timer = self._loop.call_later(DEFER_S, self.flush)
 
     def flush(self) -> None:
         if self._flush_timer is not None:
@@ -114,6 +119,26 @@ class GatewayMetrics:
     def exposition(self) -> bytes:
         self.flush()
         return generate_latest(self.registry)
+
+
+def _keep_children(metric) -> None:
+    """Make ``metric.labels(...)`` return the child it gave before for the same values.
+
+    prometheus_client's ``labels`` checks and copies the values and takes a
+    lock at each call, and every request calls it for several metrics; the
+    children never change for given values (the gateway removes none), so
+    each is looked up once.
+    """
+    children: dict[tuple[str, ...], object] = {}
+    make = metric.labels
+
+    def labels(*values: str):
+        child = children.get(values)
+        if child is None:
+            child = children[values] = make(*values)
+        return child
+
+    metric.labels = labels
 
 
 class _LiveCollector(Collector):

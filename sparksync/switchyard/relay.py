@@ -14,6 +14,7 @@ own error), never sent again behind the client's back (see ``upstream``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -21,8 +22,6 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-import anyio
 
 from sparksync.switchyard import answer as answers
 from sparksync.switchyard.config import SwitchyardConfig
@@ -162,6 +161,7 @@ class Relay:
         self.client = client
         self.metrics = metrics
         self._keys = {name: _pool_key(p.api_key_env) for name, p in config.pools.items()}
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop it serves on, once known
 
     def produce(self, job: Job) -> AsyncGenerator[Item, None]:
         """The answer's head and bytes; ``_live`` is returned as is (no wrapper per token)."""
@@ -219,7 +219,7 @@ class Relay:
         finally:
             # Nothing here waits between the answer's end and the release, so the connection
             # is back in the pool before the client's next request can be read.
-            await self._release(att)
+            self._release(att)
             self.metrics.defer(lambda: self._finish(job, att, stats, ok))
 
     def _finish(self, job: Job, att: Attempt, stats: StreamStats, ok: bool) -> None:
@@ -314,12 +314,12 @@ class Relay:
         # Only the model name changes: tools, tool_choice, stream_options and the rest go as sent.
         return json.dumps({**job.body, "model": pool.model}, ensure_ascii=False).encode()
 
-    async def _release(self, att: Attempt) -> None:
+    def _release(self, att: Attempt) -> None:
         att.replica.outstanding -= 1
-        # Closing the replica's response is what cancels its generation when the client left;
-        # it must run even while this task is being cancelled.
-        with anyio.CancelScope(shield=True):
-            await att.close()
+        # Closing the replica's response is what cancels its generation when the client left. It
+        # must run even while this task is being cancelled: it never waits, so nothing can stop it
+        # halfway (no shielding needed, which would cost every request a cancel scope).
+        att.close()
 
     # -- cascade -----------------------------------------------------------------------------
 
@@ -338,7 +338,7 @@ class Relay:
             self._broken(att, exc)
             return None  # nothing reached the client yet: the large pool takes over
         finally:
-            await self._release(att)
+            self._release(att)
         problems = self._validate(att, chunks, job)
         if problems:
             self.metrics.escalations.labels(pool_name, job.decision.escalate_to).inc()

@@ -24,8 +24,17 @@ log = logging.getLogger(__name__)
 
 
 class RelayResponse:
-    def __init__(self, items: AsyncGenerator[Item, None], timeout_s: float, request_id: str):
+    def __init__(
+        self,
+        items: AsyncGenerator[Item, None],
+        timeout_s: float,
+        request_id: str,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ):
         self._items = items
+        # The server's loop, when the caller knows it: on Python 3.11 every lookup of the running
+        # loop (current_task, create_task) is a getpid() system call.
+        self._loop = loop
         self._timeout_s = timeout_s
         self._request_id = request_id
         self._started = False
@@ -36,9 +45,10 @@ class RelayResponse:
     async def __call__(self, scope, receive, send) -> None:
         # A plain asyncio task watches the connection, not an anyio task group: a group costs
         # each request a cancel scope and its bookkeeping, a sizeable share of a short stream.
-        task = asyncio.current_task()
+        loop = self._loop or asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         assert task is not None
-        watcher = asyncio.create_task(self._watch_disconnect(receive, task))
+        watcher = loop.create_task(self._watch_disconnect(receive, task))
         try:
             await self._pump(send)
         except asyncio.CancelledError:
@@ -78,8 +88,9 @@ class RelayResponse:
         except OSError:
             pass  # the client is gone (the server reports it on our next write)
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._items.aclose()
+            # The relay's cleanup (closing the replica's response, which stops its generation)
+            # never waits, so even a task being cancelled runs it whole, unshielded.
+            await self._items.aclose()
 
     async def _end(self, send, body: bytes) -> None:
         self._finished = True

@@ -86,8 +86,8 @@ class Attempt:
         # The replica's own iterator, not a wrapper around it: one layer less per token.
         return self.chunks if not self.complete and self.chunks is not None else _nothing()
 
-    async def close(self) -> None:
-        await self.response.aclose()
+    def close(self) -> None:
+        self.response.close()
 
 
 async def _nothing() -> AsyncIterator[bytes]:

@@ -15,6 +15,7 @@ a generation. Health checks and everything else still use httpx.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from collections import deque
@@ -119,8 +120,12 @@ class WireResponse:
         return b"".join([chunk async for chunk in self.chunks()])
 
     async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
         """Done with the answer: keep the connection when it was read to the end, else drop it
-        (which tells the replica to stop generating)."""
+        (which tells the replica to stop generating). It never waits, so a cancelled task's
+        cleanup cannot be cut short in it."""
         if self._closed:
             return
         self._closed = True
@@ -149,6 +154,14 @@ class WireClient:
         self._opening: dict[tuple[str, str, int], asyncio.Task] = {}
         self._in_flight: dict[tuple[str, str, int], int] = {}
         self._ssl = ssl.create_default_context()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        # Looked up once: on Python 3.11 each asyncio.get_running_loop() is a getpid() system call.
+        # A client serves the one loop it was first used on.
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return self._loop
 
     async def post(
         self, url: str, body: bytes, headers: dict[str, str], answer_timeout: float | None = None
@@ -248,7 +261,7 @@ class WireClient:
             return
         if any(c.reusable for c in self._idle.get(key, ())):
             return
-        task = asyncio.get_running_loop().create_task(self._open_spare(key))
+        task = self._running_loop().create_task(self._open_spare(key))
         self._opening[key] = task
 
     async def _open_spare(self, key) -> None:
@@ -263,7 +276,7 @@ class WireClient:
 
     async def _connect(self, key) -> Connection:
         scheme, host, port = key
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         opening = loop.create_connection(
             lambda: Connection(key, loop), host, port, ssl=self._ssl if scheme == "https" else None
         )
@@ -319,7 +332,9 @@ def _request(host: str, port: int, target: str, body: bytes, headers: dict[str, 
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
+@functools.lru_cache(maxsize=256)
 def _split(url: str) -> tuple[str, str, int, str]:
+    # Cached: a gateway sends to a few URLs over and over, and urlsplit costs every request.
     parts = urlsplit(url)
     scheme = parts.scheme or "http"
     port = parts.port or (443 if scheme == "https" else 80)

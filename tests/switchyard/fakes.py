@@ -52,6 +52,7 @@ class FakeReplica:
         self.default = default or Reply(content=f"answer from {name}")
         self.bodies: list[dict[str, Any]] = []
         self.healthy = True
+        self.health_checks = 0
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -68,6 +69,7 @@ class FakeReplica:
         )
 
     async def _health(self, request: Request) -> Response:
+        self.health_checks += 1
         return JSONResponse({"status": "ok"}, status_code=200 if self.healthy else 503)
 
     async def _complete(self, request: Request) -> Response:

@@ -203,6 +203,20 @@ def test_replica_failing_its_health_check_leaves_the_rotation(fake, gateway):
     assert f'switchyard_replica_up{{pool="small",replica="{sick.url}"}} 0.0' in metrics
 
 
+def test_a_replica_in_both_pools_is_probed_once_a_round_and_leaves_both(fake, gateway):
+    shared, other = fake("shared"), fake("other")
+    gw = gateway(config_for([shared.url, other.url], [shared.url]))  # health every 0.2 s
+    time.sleep(1.0)
+    # One probe per round for the URL both pools name (about 6 rounds here), not one per pool.
+    assert shared.health_checks <= other.health_checks + 1
+    shared.healthy = False
+    small, large = gw.gateway.pools["small"].replicas[0], gw.gateway.pools["large"].replicas[0]
+    deadline = time.monotonic() + 5
+    while (small.healthy or large.healthy) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not small.healthy and not large.healthy  # the one probe's answer counts for both pools
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_requests_no_engine_is_working_on_are_tried_elsewhere(fake, gateway, stream):
     """A refused connect, a 503 ("not now") and a connection dropped before any byte of an answer
