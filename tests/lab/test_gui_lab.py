@@ -81,6 +81,9 @@ def pair_through_the_dialog(qtbot, panel, ssh_lab, node) -> None:
         dialog.trust_button.click()
         assert dialog.password.text() == ""  # cleared the moment it was handed over
     assert paired.args[0].node.name == node.name and not paired.args[0].already_paired
+    # The dialog offers the deploy as its next step; the test deploys all eight at once afterwards.
+    assert dialog.deploy_button.isVisible() and dialog.close_button.text() == "Later"
+    dialog.close_button.click()
     qtbot.waitUntil(
         lambda: panel.pair_dialog is None and panel.rows.row(f"paired:{node.name}") is not None,
         timeout=PAIR_S,
