@@ -152,6 +152,10 @@ def test_pair_and_deploy_eight_nodes_from_the_gui_then_plot_their_telemetry(
     # Telemetry from all eight, through tunnels on the fleet's transports, into the dashboard's plots.
     qtbot.waitUntil(lambda: set(window.last_sample_ts) == set(names), timeout=ONLINE_S)
     assert all(window.model.latest(name, MEMORY_USED) is not None for name in names)
+    # Each node's dashboard card fills in from its new agent (the feed tried it again once deployed).
+    qtbot.waitUntil(lambda: all(window.cards[n].text("hostname") not in ("…", "") for n in names),
+                    timeout=ONLINE_S)  # fmt: skip
+    assert all(window.cards[n].text("agent").startswith(AGENT_VERSION) for n in names)
     transports = window.actions.transports()
     assert transports is window.fleet.transports  # one transport per node, shared by actions and telemetry
     connected: list[dict] = []  # the tray's "Connect all", through the same fleet
