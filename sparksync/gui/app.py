@@ -25,6 +25,9 @@ FIRST_PAINT_ENV = "SPARKSYNC_GUI_EXIT_AFTER_FIRST_PAINT"
 # (default 5) seconds, save a PNG of the window to this path, then quit.
 SCREENSHOT_ENV = "SPARKSYNC_GUI_SCREENSHOT"
 SCREENSHOT_AFTER_ENV = "SPARKSYNC_GUI_SCREENSHOT_AFTER_S"
+# The tab to show in that screenshot, by its title (default: the dashboard); made current 2 s before.
+SCREENSHOT_TAB_ENV = "SPARKSYNC_GUI_SCREENSHOT_TAB"
+TAB_SETTLE_S = 2.0
 SMOKE_TIMEOUT_S = 60.0
 # "0": never browse mDNS (scripts, and tests that must not touch the host's network).
 DISCOVERY_ENV = "SPARKSYNC_DISCOVERY"
@@ -247,8 +250,17 @@ def _screenshot_then_exit(window, path: str, after_s: float, outcome: dict) -> N
         outcome["code"] = 1
         window.close()
 
+    def show_tab() -> None:
+        title = os.environ.get(SCREENSHOT_TAB_ENV)
+        titles = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+        if title and title in titles:
+            window.tabs.setCurrentIndex(titles.index(title))
+        elif title:
+            failed(f"{SCREENSHOT_TAB_ENV}={title!r}: no such tab (the tabs are {', '.join(titles)})")
+
     window.dashboard.jobs.succeeded.connect(lambda _: window.close())
     window.dashboard.jobs.failed.connect(failed)
+    window.live_data_shown.connect(lambda: QTimer.singleShot(int(max(0.0, after_s - TAB_SETTLE_S) * 1000), show_tab))
     window.live_data_shown.connect(lambda: QTimer.singleShot(int(after_s * 1000), shoot))
 
 

@@ -6,9 +6,8 @@
 The window is the app's (``sparksync.gui.app.cluster``, ``MainWindow``) on
 this computer's real agent, with nothing paired. Once the plots show live
 data, each tab named (by default every tab) is made current, given a few
-seconds to fill in from its workers, and saved as ``<tab>.png`` in lower
-case (``dashboard-first-run.png`` for the dashboard, so the README's
-Switchyard picture, made by tests/gui/test_screenshot_xvfb.py, is kept).
+seconds to fill in from its workers, and saved as ``<tab>-first-run.png``
+in lower case (the pictures of a busy cluster keep their own names).
 Exit 0 when every picture was written, 1 otherwise.
 """
 
@@ -25,8 +24,7 @@ SETTLE_MS = 3_000  # a tab's workers answer (registry read, engine check) before
 
 
 def file_name(tab: str) -> str:
-    name = tab.lower().replace(" ", "-")
-    return "dashboard-first-run.png" if name == "dashboard" else f"{name}-first-run.png"
+    return f"{tab.lower().replace(' ', '-')}-first-run.png"
 
 
 def main(out_dir: str, wanted: list[str]) -> int:

@@ -11,7 +11,7 @@ from PySide6.QtGui import QImage
 from sparksync.core.telemetry.dashboard_series import CLUSTER
 from sparksync.core.base.units import MemoryUnit
 from sparksync.gui.dashboard.dashboard_view import REDRAW_HZ
-from tests.core.dashboard_samples import FABRIC, GB, ROCE
+from tests.core.dashboard_samples import FABRIC, GB, ROCE, spark_sample
 from tests.gui.dashboard_fixtures import NOW, drawn, feed, original
 
 pytestmark = pytest.mark.gui
@@ -210,13 +210,15 @@ def test_redraw_rate_is_capped():
     assert REDRAW_HZ <= 30
 
 
-def test_long_windows_are_downsampled_and_clipped_before_drawing(qtbot, model, view):
+def test_long_windows_are_downsampled_before_drawing_and_keep_their_spikes(qtbot, model, view):
     drawn(qtbot, view, lambda: feed(model, ["spark-1"], 600, hz=10))  # a full 10-minute window at 10 Hz
+    drawn(qtbot, view, lambda: model.add_sample("spark-1", spark_sample(7000, NOW + 0.05, used_gb=90.0)))
     curve = view.curve("spark-1", "mem.used")
-    handed, _ = original(curve)
-    on_screen, _ = curve.getData()  # what pyqtgraph draws after peak downsampling and clip-to-view
-    assert len(handed) == 6000
-    assert len(on_screen) <= 2 * view.plots["memory"].view_box.width() + 4 < len(handed)
+    handed, y = original(curve)
+    raw_x, _raw_y = model.window("spark-1", "mem.used", view.visible_range()[0])
+    assert len(raw_x) == 6001
+    assert len(handed) <= 2 * view.plots["memory"].view_box.width() + 4 < len(raw_x)  # ~2 points per pixel
+    assert y.max() == 90.0 and y.min() == 10.0  # the spike survives the decimation
 
 
 def test_young_data_is_stretched_across_the_plots_until_it_fills_the_window(qtbot, model, view):

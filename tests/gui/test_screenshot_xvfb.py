@@ -1,7 +1,7 @@
 """The real app on a real X server (Xvfb): it reaches live plots and a screenshot of them is not blank.
 
 With SPARKSYNC_SCREENSHOTS_DIR set, the Switchyard test also saves its shot
-there (dashboard.png), as docs/screenshots/dashboard.png is made.
+there (switchyard.png), as docs/screenshots/switchyard.png is made.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_screenshot_of_live_plots_under_xvfb(tmp_path):
     assert plots.std() > 10 and (plots < 40).mean() > 0.3  # dark plot backgrounds carrying lines and text
 
 
-# --- the dashboard with a Switchyard gateway routing real traffic (docs/screenshots/dashboard.png) ----------
+# --- the Switchyard tab with a gateway routing real traffic (docs/screenshots/switchyard.png) ---------------
 
 LARGE_POOL_COLOUR = (0xE6, 0x9F, 0x00)  # palette.NODE_COLOURS[1]: the second pool's segment of the split bar
 
@@ -154,17 +154,18 @@ def large_pool_bar_rows(image) -> int:
 
 @pytest.mark.engine
 @pytest.mark.skipif(XVFB_RUN is None, reason="needs xvfb-run (apt-get install xvfb xauth)")
-def test_screenshot_of_the_dashboard_with_a_switchyard_gateway_routing_traffic(
+def test_screenshot_of_the_switchyard_tab_with_a_gateway_routing_traffic(
     tmp_path,
     llama_binaries,  # noqa: F811
     tiny_model,  # noqa: F811
     tiny_model_large,  # noqa: F811
 ):
-    """A local gateway over two tiny llama-servers, as the dashboard shows it; SPARKSYNC_SCREENSHOTS_DIR keeps it."""
-    shot = tmp_path / "dashboard.png"
+    """A local gateway over two tiny llama-servers, as its tab shows it; SPARKSYNC_SCREENSHOTS_DIR keeps it."""
+    shot = tmp_path / "switchyard.png"
     env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")}
     env.update(SPARKSYNC_HOME=str(tmp_path / "home"), SPARKSYNC_GUI_SCREENSHOT=str(shot),
-               SPARKSYNC_GUI_SCREENSHOT_AFTER_S="25", SPARKSYNC_DISCOVERY="0")  # fmt: skip
+               SPARKSYNC_GUI_SCREENSHOT_AFTER_S="25", SPARKSYNC_DISCOVERY="0",
+               SPARKSYNC_GUI_SCREENSHOT_TAB="Switchyard")  # fmt: skip
     with (
         replicas(llama_binaries, tiny_model, tmp_path, 1) as (small,),
         replicas(llama_binaries, tiny_model_large, tmp_path, 1) as (large,),
@@ -186,11 +187,11 @@ def test_screenshot_of_the_dashboard_with_a_switchyard_gateway_routing_traffic(
 
     image = QImage(str(shot))
     assert (image.width(), image.height()) == (1280, 800)
-    # The section drew the gateway: the split bar's large-pool segment is a solid block of its colour.
+    # The tab drew the gateway: the split bar's large-pool segment is a solid block of its colour.
     assert large_pool_bar_rows(image) >= 6
     target = os.environ.get("SPARKSYNC_SCREENSHOTS_DIR")
     if target:
-        shutil.copyfile(shot, Path(target) / "dashboard.png")
+        shutil.copyfile(shot, Path(target) / "switchyard.png")
 
 
 # --- the first run: a model on this computer (docs/screenshots/local_model.png) -----------------------------

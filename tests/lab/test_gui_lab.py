@@ -81,6 +81,9 @@ def pair_through_the_dialog(qtbot, panel, ssh_lab, node) -> None:
         dialog.trust_button.click()
         assert dialog.password.text() == ""  # cleared the moment it was handed over
     assert paired.args[0].node.name == node.name and not paired.args[0].already_paired
+    # The dialog offers the deploy as its next step; the test deploys all eight at once afterwards.
+    assert dialog.deploy_button.isVisible() and dialog.close_button.text() == "Later"
+    dialog.close_button.click()
     qtbot.waitUntil(
         lambda: panel.pair_dialog is None and panel.rows.row(f"paired:{node.name}") is not None,
         timeout=PAIR_S,
@@ -149,6 +152,10 @@ def test_pair_and_deploy_eight_nodes_from_the_gui_then_plot_their_telemetry(
     # Telemetry from all eight, through tunnels on the fleet's transports, into the dashboard's plots.
     qtbot.waitUntil(lambda: set(window.last_sample_ts) == set(names), timeout=ONLINE_S)
     assert all(window.model.latest(name, MEMORY_USED) is not None for name in names)
+    # Each node's dashboard card fills in from its new agent (the feed tried it again once deployed).
+    qtbot.waitUntil(lambda: all(window.cards[n].text("hostname") not in ("…", "") for n in names),
+                    timeout=ONLINE_S)  # fmt: skip
+    assert all(window.cards[n].text("agent").startswith(AGENT_VERSION) for n in names)
     transports = window.actions.transports()
     assert transports is window.fleet.transports  # one transport per node, shared by actions and telemetry
     connected: list[dict] = []  # the tray's "Connect all", through the same fleet

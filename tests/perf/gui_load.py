@@ -110,6 +110,7 @@ class Heartbeat(QObject):
         super().__init__()
         self.period_s = period_ms / 1000
         self.lateness_ms: list[float] = []
+        self.beats: list[tuple[float, float]] = []  # (perf_counter when it fired, lateness ms)
         self._last: float | None = None
         self._timer = QTimer(self)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
@@ -118,6 +119,7 @@ class Heartbeat(QObject):
 
     def start(self) -> None:
         self.lateness_ms.clear()
+        self.beats.clear()
         self._last = None
         self._timer.start()
 
@@ -127,7 +129,9 @@ class Heartbeat(QObject):
     def _on_timer_timeout(self) -> None:
         now = time.perf_counter()
         if self._last is not None:
-            self.lateness_ms.append(max(0.0, (now - self._last - self.period_s) * 1000))
+            late = max(0.0, (now - self._last - self.period_s) * 1000)
+            self.lateness_ms.append(late)
+            self.beats.append((now, late))
         self._last = now
 
 

@@ -1,21 +1,32 @@
 """One dashboard plot: a wall-clock time axis, one curve per (node, series), a hover line.
 
-Curves get pyqtgraph's automatic peak downsampling and clip-to-view, so a
-10-minute window of 10 Hz samples costs about two points (a min and a max) per pixel column.
-The Y range is set here, from 0 to just above the largest visible value,
+Each curve is handed only its window's points, peak-decimated here to
+each pixel column's min and max (``core.telemetry.decimate``, vectorised
+numpy): a 10-minute window of 10 Hz samples costs about two points per pixel
+column and no spike is lost. pyqtgraph's own downsampling and clip-to-view
+stay off: they redid that work in Python on every update and again on every
+X range change (the dashboard's largest stall, measured in
+tests/perf/test_gui_stalls.py).
+Bins are fixed in absolute time, so a bin
+that is over never changes: each curve keeps its finished bins
+(``_Decimated``) and a frame decimates only the points since the last one,
+until the window, the plot's width or the model's layout changes. The Y range is set here, from 0 to just above the largest visible value,
 and only moved when that changes by a noticeable step: pyqtgraph's own
 auto-range would rescan every curve on every update. A draw costs one paint.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from PySide6.QtWidgets import QGraphicsItem, QWidget
 
 import pyqtgraph as pg
 from sparksync.core.telemetry import DashboardModel
+from sparksync.core.telemetry.decimate import peak_decimate
 from sparksync.core.base import MemoryUnit
 from sparksync.gui.dashboard.palette import BACKGROUND, FOREGROUND
 from sparksync.gui.dashboard.plot_specs import PlotSpec, memory_scale
@@ -27,19 +38,52 @@ SHRINK_BELOW = 0.6  # the Y axis only shrinks when the data fell below this shar
 GAP_COLOUR, GAP_EDGE = (230, 126, 34, 45), (230, 126, 34, 160)  # an orange wash: no data here, and why
 
 
+@dataclass
+class _Decimated:
+    """A curve's finished bins (x, y, unscaled) for one bin width; bins from ``edge`` on are still open."""
+
+    bin_s: float
+    token: int  # the model's layout_version when made: a gap, a history merge or a new series remakes it
+    x: np.ndarray
+    y: np.ndarray
+    edge: float
+
+    def extend(self, x: np.ndarray, y: np.ndarray, t0: float) -> tuple[np.ndarray, np.ndarray]:
+        """Add the points from ``edge`` on; returns what to draw from ``t0``: the finished bins, then the open."""
+        new_x, new_y = peak_decimate(x, y, self.bin_s)
+        if len(x):
+            edge = math.floor(x[-1] / self.bin_s) * self.bin_s
+            done = int(np.searchsorted(new_x, edge))
+            self.x, self.y = np.concatenate([self.x, new_x[:done]]), np.concatenate([self.y, new_y[:done]])
+            self.edge = max(self.edge, edge)
+            new_x, new_y = new_x[done:], new_y[done:]
+        start = int(np.searchsorted(self.x, t0))
+        if start:
+            self.x, self.y = self.x[start:], self.y[start:]
+        return np.concatenate([self.x, new_x]), np.concatenate([self.y, new_y])
+
+
+class Curve(pg.PlotCurveItem):
+    """A bare curve: the dashboard hands it finished points, so PlotDataItem's wrapping (its own
+    downsampling, clipping, symbols and a second item) is work for nothing on every update."""
+
+    def getOriginalDataset(self):  # noqa: N802 - named as PlotDataItem names it
+        """The points the dashboard handed over (already decimated)."""
+        return self.getData()
+
+
 class DashboardPlot(pg.PlotWidget):
     def __init__(self, spec: PlotSpec, memory_unit: MemoryUnit, parent: QWidget | None = None):
         super().__init__(parent, background=BACKGROUND, axisItems={"bottom": TimeAxis()})
         self.spec = spec
         self.setObjectName(f"plot_{spec.key}")
-        self.curves: dict[CurveKey, pg.PlotDataItem] = {}
+        self.curves: dict[CurveKey, pg.PlotCurveItem] = {}
+        self._decimated: dict[CurveKey, _Decimated] = {}
         self._scale = 1.0
         self._top = 0.0
         self._title = ""
         item = self.getPlotItem()
         item.showGrid(x=True, y=True, alpha=0.25)
-        item.setDownsampling(ds=True, auto=True, mode="peak")  # ds=True: auto alone stays off in pyqtgraph
-        item.setClipToView(True)
         item.hideButtons()
         item.setMenuEnabled(False)
         self.view_box = item.getViewBox()
@@ -123,14 +167,9 @@ class DashboardPlot(pg.PlotWidget):
         self.legend_names.append(label)
         self.legend.addItem(pg.PlotDataItem(pen=pen), label)
 
-    def add_curve(self, key: CurveKey, pen) -> pg.PlotDataItem:
-        # One bin per pixel column (pyqtgraph's default is five); "peak" keeps each bin's min and max,
-        # so no spike is lost while a 10-minute window of 10 Hz samples costs ~2 points per pixel.
-        curve = self.getPlotItem().plot(
-            pen=pen, connect="finite", autoDownsampleFactor=1.0, dynamicRangeLimit=None
-        )
-        curve.setDownsampling(auto=True, method="peak")
-        curve.setClipToView(True)
+    def add_curve(self, key: CurveKey, pen) -> pg.PlotCurveItem:
+        curve = Curve(pen=pen, connect="finite")
+        self.getPlotItem().addItem(curve)
         self.curves[key] = curve
         self.placeholder.hide()
         return curve
@@ -141,13 +180,15 @@ class DashboardPlot(pg.PlotWidget):
         if self.placeholder.isVisible():
             self.placeholder.setPos((t0 + t1) / 2, self._top / 2 if self._top else 0.5)
         points, top = 0, 0.0
+        width = self.view_box.width()
+        bin_s = (t1 - t0) / width if width > 0 and t1 > t0 else 0.0  # one pixel column of time
         for (node, name), curve in self.curves.items():
             visible = shown(node, name)
             if visible != curve.isVisible():  # each Qt call costs; most draws change nothing here
                 curve.setVisible(visible)
             if not visible:
                 continue
-            x, y = model.window(node, name, t0)
+            x, y = self._points(model, (node, name), t0, bin_s)
             if self._scale != 1.0:
                 y = y / self._scale
             curve.setData(x, y)
@@ -159,6 +200,17 @@ class DashboardPlot(pg.PlotWidget):
         # thereby ask for a second paint of the same plot (every draw would be painted twice).
         self.view_box.prepareForPaint()
         return points
+
+    def _points(self, model: DashboardModel, key: CurveKey, t0: float, bin_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """The curve's points from ``t0``, decimated; only the points since its last frame are decimated anew."""
+        cache = self._decimated.get(key)
+        if cache is None or cache.bin_s != bin_s or cache.token != model.layout_version or cache.edge < t0:
+            if bin_s <= 0:
+                return model.window(*key, t0)
+            empty = np.empty(0)
+            cache = self._decimated[key] = _Decimated(bin_s, model.layout_version, empty, empty, t0)
+            return cache.extend(*model.window(*key, t0), t0)
+        return cache.extend(*model.window(*key, cache.edge), t0)
 
     def _fit_y(self, top: float) -> None:
         if self.spec.y_range is not None:

@@ -94,7 +94,6 @@ class DashboardView(QWidget):
         self._frame: tuple[float, float] | None = None  # the range on screen
         self._pending: list[str] = []  # plots still to redraw in this frame
         self._last_frame_at = -math.inf
-        self._tick_width: float | None = None  # see _narrowest_plot
         self._colours: dict[str, object] = {}
         self._instances: dict[tuple[str, str], list[str]] = {}  # (node, kind) -> instances in order
         self._gaps_shown = 0  # the model's gaps already marked on the plots
@@ -125,6 +124,7 @@ class DashboardView(QWidget):
         for key in ORDER:
             plot = DashboardPlot(self.specs[key], self.memory_unit, self.plots_area)
             plot.view_box.sigRangeChangedManually.connect(self._on_plot_range_changed_manually(plot))
+            plot.view_box.sigResized.connect(self._on_view_box_resized)  # every plot's ticks as the narrowest's
             self.readout.attach(plot)
             self.plots[key] = plot
             plot.set_placeholder(self.specs[key].placeholder)
@@ -286,6 +286,11 @@ class DashboardView(QWidget):
             self._pending = []
             self.frame_drawn.emit()
 
+    def _on_view_box_resized(self, *_args) -> None:
+        width = self._narrowest_plot()
+        for plot in self.plots.values():
+            plot.set_tick_width(width)
+
     def _on_timer_timeout(self) -> None:
         self.ticks += 1
         if self._paused or not self.on_screen():
@@ -316,7 +321,6 @@ class DashboardView(QWidget):
         t0 = max(t1 - self.window_s, min(self.model.earliest_ts, t1 - MIN_SPAN_S))
         self._frame = (t0, t1)
         self._pending = [key for key in ORDER if self._has_place(key)]
-        self._tick_width = self._narrowest_plot()
 
     def _narrowest_plot(self) -> float | None:
         """The width every plot's time ticks are chosen for: the narrowest shown plot's."""
@@ -329,7 +333,6 @@ class DashboardView(QWidget):
         if self._frame is None:
             return
         self._pending = []
-        self._tick_width = self._narrowest_plot()
         for key in ORDER:
             if self._has_place(key):
                 self._draw_plot(key)
@@ -338,7 +341,7 @@ class DashboardView(QWidget):
     def _draw_plot(self, key: str) -> None:
         plot = self.plots[key]
         t0, t1 = self._frame
-        plot.set_tick_width(self._tick_width)
+        plot.set_tick_width(self._narrowest_plot())  # the layout may have moved since the last frame
         points = plot.draw(self.model, t0, t1, self.shown)
         if key == "cluster_memory":
             plot.set_title(self._cluster_title())
