@@ -14,7 +14,20 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sparksync.core.telemetry.dashboard_model import COARSE_SPAN_S, DashboardModel, NodeHistory
+    from sparksync.core.telemetry.cluster_summary import (
+        ClusterSummary,
+        Health,
+        summarize,
+    )
+    from sparksync.core.telemetry.dashboard_export import (
+        export_csv,
+        visible_data,
+    )
+    from sparksync.core.telemetry.dashboard_model import (
+        COARSE_SPAN_S,
+        DashboardModel,
+        NodeHistory,
+    )
     from sparksync.core.telemetry.dashboard_series import (
         CLUSTER,
         CLUSTER_LABEL,
@@ -26,14 +39,26 @@ if TYPE_CHECKING:
         plot_of,
         split_name,
     )
-    from sparksync.core.telemetry.cluster_summary import ClusterSummary, Health, summarize
-    from sparksync.core.telemetry.dashboard_export import export_csv, visible_data
-    from sparksync.core.telemetry.downsample import SecondRow
-    from sparksync.core.telemetry.history import HistoryError, HistoryStore
-    from sparksync.core.telemetry.history_recorder import HistoryRecorder
+    from sparksync.core.telemetry.decimate import (
+        peak_decimate,
+    )
+    from sparksync.core.telemetry.downsample import (
+        SecondRow,
+    )
+    from sparksync.core.telemetry.history import (
+        HistoryError,
+        HistoryStore,
+    )
+    from sparksync.core.telemetry.history_recorder import (
+        HistoryRecorder,
+    )
 
-# name -> the module that holds it
 _WHERE = {
+    "ClusterSummary": "cluster_summary",
+    "Health": "cluster_summary",
+    "summarize": "cluster_summary",
+    "export_csv": "dashboard_export",
+    "visible_data": "dashboard_export",
     "COARSE_SPAN_S": "dashboard_model",
     "DashboardModel": "dashboard_model",
     "NodeHistory": "dashboard_model",
@@ -46,11 +71,7 @@ _WHERE = {
     "kind_of": "dashboard_series",
     "plot_of": "dashboard_series",
     "split_name": "dashboard_series",
-    "ClusterSummary": "cluster_summary",
-    "Health": "cluster_summary",
-    "summarize": "cluster_summary",
-    "export_csv": "dashboard_export",
-    "visible_data": "dashboard_export",
+    "peak_decimate": "decimate",
     "SecondRow": "downsample",
     "HistoryError": "history",
     "HistoryStore": "history",
@@ -74,6 +95,7 @@ __all__ = [
     "TOKENS_TOTAL",
     "export_csv",
     "kind_of",
+    "peak_decimate",
     "plot_of",
     "split_name",
     "summarize",

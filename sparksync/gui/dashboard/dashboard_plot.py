@@ -26,7 +26,7 @@ from PySide6.QtWidgets import QGraphicsItem, QWidget
 
 import pyqtgraph as pg
 from sparksync.core.telemetry import DashboardModel
-from sparksync.core.telemetry.decimate import peak_decimate
+from sparksync.core.telemetry import peak_decimate
 from sparksync.core.base import MemoryUnit
 from sparksync.gui.dashboard.palette import BACKGROUND, FOREGROUND
 from sparksync.gui.dashboard.plot_specs import PlotSpec, memory_scale

@@ -2,7 +2,7 @@
 
 A view over ``sparksync.core.models``: the matrix is ``build_matrix`` of every
 node's listing, the copy is ``ModelCopy`` (free space first, tree fan-out,
-sha256 checks), the fetch is ``fetch`` (the node's own huggingface_hub, the
+sha256 checks), the fetch is ``fetch_model`` (the node's own huggingface_hub, the
 token from the keyring). Every call runs in a worker (``Jobs``); a copy's and
 a fetch's progress come back as queued signals and move one bar per node.
 Errors show in red under the buttons and go to the window's status bar.
@@ -37,7 +37,7 @@ from sparksync.core.models import (
     ModelMatrix,
     ModelNodes,
     build_matrix,
-    fetch,
+    fetch_model,
     stored_token,
 )
 from sparksync.gui.models.copy_bars import CopyBars
@@ -260,7 +260,7 @@ class ModelsPanel(QWidget):
                 token = stored_token()
             except Exception:  # noqa: BLE001 - no keyring: a public repo still downloads
                 token = None
-            return fetch(self.nodes(), node, repo, endpoint=endpoint, token=token, cancel=cancel,
+            return fetch_model(self.nodes(), node, repo, endpoint=endpoint, token=token, cancel=cancel,
                          on_progress=lambda job: self._bridge.fetched.emit(node, job))  # fmt: skip
 
         self.jobs.run(f"Fetching {repo}", run, self._on_fetch_done, self._on_fetch_failed)
