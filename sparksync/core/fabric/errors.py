@@ -35,4 +35,4 @@ class SudoRefusedError(FabricSetupError):
 class FabricApplyError(FabricSetupError):
     """Applying (or rolling back) the plan failed on a node; every node was put back as it was."""
 
-    exit_code = 1
+    exit_code = 45

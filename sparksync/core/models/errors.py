@@ -12,16 +12,16 @@ class ModelError(SparkSyncError):
 class NoSpaceError(ModelError):
     """A target's disk cannot hold the model: refused before any byte moved."""
 
-    exit_code = 6
+    exit_code = 41
 
 
 class CopyFailedError(ModelError):
     """A copy ended without a verified model on some target."""
 
-    exit_code = 7
+    exit_code = 42
 
 
 class ModelMissingError(ModelError):
     """A workload's model is not on every node of its placement."""
 
-    exit_code = 8
+    exit_code = 40
