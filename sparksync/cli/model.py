@@ -32,6 +32,7 @@ from sparksync.core.models import (
     ModelNodes,
     build_matrix,
     fetch_model,
+    forget_token,
     store_token,
     stored_token,
 )
@@ -214,6 +215,12 @@ def token_set() -> None:
         raise click.UsageError("no token given")
     store_token(value)
     click.echo("The token is kept in the keyring; `model fetch` sends it to the node that downloads.")
+
+
+@token.command("clear")
+def token_clear() -> None:
+    """Remove the token from the keyring."""
+    click.echo("The token was removed." if forget_token() else "No token was kept.")
 
 
 # --- progress -------------------------------------------------------------------------------------

@@ -251,3 +251,48 @@ def test_a_workload_names_the_nodes_without_its_store_model_and_copies_it_first_
     assert drop.returncode == 0, drop.stderr
     again = sparksync(ssh_lab, env, *start)
     assert again.returncode == 8 and "at the copy rates measured so far" in again.stderr, again.stderr
+
+
+def test_a_node_fetches_with_its_own_huggingface_hub_and_the_token_from_the_keyring(
+    lab_agents, real_keyring, tmp_path  # noqa: F811
+):
+    import socket
+
+    from tests.core.models.hub_server import HubServer
+    from tests.lab.nsnet import in_netns
+
+    token = "hf_lab_token_" + "x" * 20
+    ssh_lab, agents = lab_agents(1)
+    env = cli_env(real_keyring)
+    node = ssh_lab.nodes[0]
+    hub = HubServer()
+    write_safetensors(tmp_path / "upload", shards=2, shard_bytes=1 << 20)
+    hub.add_folder("acme/gated", tmp_path / "upload", token=token)
+
+    def bound() -> socket.socket:  # the hub listens on the node's own loopback
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        return sock
+
+    url = hub.start(in_netns(node.netns, bound))
+    try:
+        stored = ssh_lab.lab.exec(ssh_lab.client, [sys.executable, "-m", "sparksync", "model", "token", "set"],
+                                  env=env, cwd=REPO, input=token + "\n")  # fmt: skip
+        assert stored.returncode == 0, stored.stderr
+        lines = run_json(ssh_lab, env, "model", "fetch", "acme/gated", "--node", node.name, "--endpoint", url, "--json")
+    finally:
+        hub.stop()
+    done = lines[-1]
+    assert done["event"] == "summary" and done["state"] == "done", done
+    assert done["bytes_done"] == sum(len(d) for d in hub.repos["acme/gated"].files.values())
+    assert f"Bearer {token}" in hub.seen_auth
+    assert matrix(ssh_lab, env)["acme/gated"][node.name] == "present"
+    home = ssh_lab.service.home(node)
+    # Never in the agent's log, its state, the cache, nor anything the CLI printed.
+    assert token not in (home / "lab-agent.log").read_text(errors="replace")
+    for path in home.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert token.encode() not in path.read_bytes(), path
+    assert token not in json.dumps(lines)
+    cleared = sparksync(ssh_lab, env, "model", "token", "clear")
+    assert cleared.returncode == 0 and "removed" in cleared.stdout, cleared.stderr

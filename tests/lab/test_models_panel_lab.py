@@ -108,3 +108,51 @@ def shot(qtbot, panel, path: Path) -> None:
     target = os.environ.get("SPARKSYNC_SCREENSHOTS_DIR")
     if target:
         shutil.copyfile(path, Path(target) / "models.png")
+
+
+@pytest.mark.engine
+def test_the_workloads_panel_offers_one_button_that_copies_the_model_then_starts(
+    qtbot, lab_agents, client_key  # noqa: F811
+):
+    from sparksync.core.engines.llamacpp_build import find_binaries
+    from sparksync.core.workloads import LaunchChoice, WorkloadControl
+    from sparksync.gui.workloads.workloads_panel import WorkloadsPanel
+
+    binaries = find_binaries("cpu")
+    if binaries is None:
+        pytest.skip("llama.cpp is not built; run `make engines`")
+    ssh_lab, agents = lab_agents(2)
+    first, second = ssh_lab.nodes
+    mesh_keys(ssh_lab, ssh_lab.nodes)  # the copy goes node to node; this process dials through the lab
+    source = store_of(ssh_lab, first)
+    write_tiny_gguf(source / "tiny")
+    give(ssh_lab, first, source)
+    choice = LaunchChoice(recipe="llamacpp-single", nodes=[second.name], model="tiny", http_port=18081,
+                          settings={"llamacpp": {"server_binary": str(binaries.llama_server), "threads": 1,
+                                                 "context": 512, "parallel": 1}})  # fmt: skip
+    with open_fleet(ssh_lab, client_key) as fleet:
+        panel = WorkloadsPanel(WorkloadControl(lambda: fleet), refresh_ms=500)
+        qtbot.addWidget(panel)
+        try:
+            panel.show()
+            with qtbot.waitSignal(panel.launch_finished, timeout=WAIT_MS) as refused:
+                assert panel.start(choice)
+            message = refused.args[0]
+            assert isinstance(message, str) and f"is not on {second.name}" in message, message
+            assert "copying it from" in message
+            assert panel.copy_model_button.isVisible()
+            with qtbot.waitSignal(panel.launch_finished, timeout=WAIT_MS) as started:
+                panel.copy_model_button.click()
+            view = started.args[0]
+            assert not isinstance(view, str), view
+            assert view.state == "ready"
+            [rank] = view.ranks
+            argv = rank.status.argv
+            assert argv[argv.index("-m") + 1] == str(store_of(ssh_lab, second) / "tiny" / "tiny.gguf")
+            assert not panel.copy_model_button.isVisible()
+            qtbot.waitUntil(lambda: panel.table.state_of(view.workload_id) == "ready", timeout=WAIT_MS)
+            panel.table.select(view.workload_id)
+            panel.stop_button.click()
+            qtbot.waitUntil(lambda: panel.table.state_of(view.workload_id) == "stopped", timeout=WAIT_MS)
+        finally:
+            assert panel.shutdown(60)

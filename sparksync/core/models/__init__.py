@@ -20,7 +20,7 @@ from sparksync.core.base.lazy import lazy_exports
 if TYPE_CHECKING:
     from sparksync.core.models.copy import CopyCancelled, CopyEvent, CopyReport, ModelCopy, NodeResult
     from sparksync.core.models.errors import CopyFailedError, ModelError, ModelMissingError, NoSpaceError
-    from sparksync.core.models.fetch import HF_TOKEN_SECRET, fetch_model, store_token, stored_token
+    from sparksync.core.models.fetch import HF_TOKEN_SECRET, fetch_model, forget_token, store_token, stored_token
     from sparksync.core.models.nodes import Cell, ModelMatrix, ModelNodes, NodeColumn, build_matrix
     from sparksync.core.models.rates import CopyRates
     from sparksync.core.models.route import Route, choose_route
@@ -37,6 +37,7 @@ _WHERE = {
     "NoSpaceError": "errors",
     "HF_TOKEN_SECRET": "fetch",
     "fetch_model": "fetch",
+    "forget_token": "fetch",
     "store_token": "fetch",
     "stored_token": "fetch",
     "Cell": "nodes",

@@ -37,6 +37,13 @@ def store_token(token: str) -> None:
     SecretStore().set(HF_TOKEN_SECRET, token)
 
 
+def forget_token() -> bool:
+    """Remove the stored token; whether there was one."""
+    from sparksync.core.ssh.secrets import SecretStore
+
+    return SecretStore().delete(HF_TOKEN_SECRET)
+
+
 def fetch_model(
     nodes: ModelNodes,
     node: str,

@@ -132,11 +132,15 @@ class WorkloadControl:
         choice: LaunchChoice,
         on_progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
+        *,
+        copy_model: bool = False,
+        on_copy: Callable[[CopyEvent], None] | None = None,
     ) -> running.WorkloadView:
         plan, recipes = resolve_choice(choice, self.recipes()[0])
         # Remembered once checked, before it starts: the tray can stop it while it starts.
         return self.start_plan(plan, recipes, on_progress, cancel,
-                               on_prepared=lambda prepared: self.launches.add(prepared.workload_id, choice))  # fmt: skip
+                               on_prepared=lambda prepared: self.launches.add(prepared.workload_id, choice),
+                               copy_model=copy_model, on_copy=on_copy)  # fmt: skip
 
     def start_plan(
         self,

@@ -38,6 +38,7 @@ from sparksync_agent.protocol import LogPage
 
 from sparksync.core.agents import LOCAL_NODE_NAME
 from sparksync.core.base import SparkSyncError
+from sparksync.core.models import ModelMissingError
 from sparksync.core.workloads import (
     LaunchChoice,
     Launched,
@@ -64,6 +65,7 @@ class _ProgressBridge(QObject):
 
     progressed = Signal(object)
     installing = Signal(object)  # an engine install's InstallProgress
+    copying = Signal(object)  # a model copy's CopyEvent, before a start with "Copy the model"
 
 
 LIVE = ("starting", "ready", "partly running")  # a workload seen in one of these, then in ENDED, has ended
@@ -117,9 +119,16 @@ class WorkloadsPanel(QWidget):
         self.api_label = QLabel("", self, objectName="apiUrl", wordWrap=True)
         self.api_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.api_label.setOpenExternalLinks(True)
+        # Shown when a start was refused because a node lacks the model: copies it, then starts.
+        self.copy_model_button = QPushButton("Copy the model to those nodes, then start", self,
+                                             objectName="copyModel", visible=False)  # fmt: skip
+        self.copy_model_button.clicked.connect(self._on_copy_model_button_clicked)
+        self._missing_choice: LaunchChoice | None = None
+        self._launching_choice: LaunchChoice | None = None
         self._bridge = _ProgressBridge(self)
         self._bridge.progressed.connect(self.form.show_progress)
         self._bridge.installing.connect(self.form.show_install)
+        self._bridge.copying.connect(self._on_bridge_copying)
         self._cancel: threading.Event | None = None
         self._install_cancel: threading.Event | None = None
         self._engine_node: str | None = None  # the head whose engines were last asked for
@@ -163,7 +172,12 @@ class WorkloadsPanel(QWidget):
         column.addLayout(logs_head)
         column.addWidget(self.log_view, 3)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
-        splitter.addWidget(self.form)
+        left = QWidget(self)
+        left_column = QVBoxLayout(left)
+        left_column.setContentsMargins(0, 0, 0, 0)
+        left_column.addWidget(self.form, 1)
+        left_column.addWidget(self.copy_model_button)
+        splitter.addWidget(left)
         splitter.addWidget(running)
         splitter.setStretchFactor(1, 2)
         QVBoxLayout(self).addWidget(splitter)
@@ -339,8 +353,12 @@ class WorkloadsPanel(QWidget):
         self.form.show_fit([message], ok=False)
         self.fit_shown.emit(False)
 
-    def start(self, choice: LaunchChoice | None = None) -> bool:
-        """Start the form's choice (or ``choice``) in a worker; False when one is already starting."""
+    def start(self, choice: LaunchChoice | None = None, copy_model: bool = False) -> bool:
+        """Start the form's choice (or ``choice``) in a worker; False when one is already starting.
+
+        ``copy_model``: a node of the placement that lacks the (store-named) model gets a
+        verified copy first; without it such a start is refused and the copy offered.
+        """
         if self._shut:
             return False
         if self._cancel is not None:
@@ -349,9 +367,23 @@ class WorkloadsPanel(QWidget):
         choice = choice or self._choice()
         if choice is None:
             return False
+        self._missing_choice = None
+        self.copy_model_button.setVisible(False)
+        self._launching_choice = choice
         self._launch(f"Starting {choice.describe()}",
-                     lambda cancel: self.control.start(choice, self._bridge.progressed.emit, cancel))  # fmt: skip
+                     lambda cancel: self.control.start(choice, self._bridge.progressed.emit, cancel,
+                                                       copy_model=copy_model,
+                                                       on_copy=self._bridge.copying.emit))  # fmt: skip
         return True
+
+    def _on_copy_model_button_clicked(self) -> None:
+        if self._missing_choice is not None:
+            self.start(self._missing_choice, copy_model=True)
+
+    def _on_bridge_copying(self, event) -> None:
+        total = f" {event.bytes_done / 1e6:.1f} / {event.bytes_total / 1e6:.1f} MB" if event.bytes_total else ""
+        rate = f", {event.rate_bps / 1e9:.3f} GB/s" if event.rate_bps else ""
+        self.form.show_fit([f"Copying the model to {event.node}: {event.phase}{total}{rate}"], ok=True)
 
     def restart(self, workload_id: str | None) -> None:
         if workload_id is None or self._cancel is not None or self._shut:
@@ -369,8 +401,8 @@ class WorkloadsPanel(QWidget):
         def work():
             try:
                 return call(cancel)
-            except (MemoryFitError, WorkloadStartError) as exc:
-                return exc  # shown with its numbers or its rank, not only as a line
+            except (MemoryFitError, WorkloadStartError, ModelMissingError) as exc:
+                return exc  # shown with its numbers, its rank or the nodes without the model
 
         self.jobs.run(what, work, self._on_launched, self._on_launch_failed)
         self.watch()
@@ -383,6 +415,12 @@ class WorkloadsPanel(QWidget):
     def _on_launched(self, outcome) -> None:
         self._launch_done()
         if isinstance(outcome, MemoryFitError):
+            self._on_launch_failed(str(outcome))
+            return
+        if isinstance(outcome, ModelMissingError):
+            # One button copies it there (verified), then starts the same choice.
+            self._missing_choice = self._launching_choice
+            self.copy_model_button.setVisible(self._missing_choice is not None)
             self._on_launch_failed(str(outcome))
             return
         if isinstance(outcome, WorkloadStartError):
