@@ -18,7 +18,6 @@ import asyncio
 import functools
 import ssl
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
@@ -28,7 +27,7 @@ from sparksync.switchyard.wire_connection import (
     WireConnectTimeout,
     WireError,
     WireTimeout,
-    _drain,
+    join_pieces,
 )
 
 # How long a replica that closed a connection after a streamed answer is taken to do so with
@@ -59,7 +58,7 @@ class WireResponse:
         body = conn.body
         while True:
             if body:
-                piece = body.popleft() if len(body) == 1 else _drain(body)
+                piece = body.popleft() if len(body) == 1 else join_pieces(body)
                 conn.buffered -= len(piece)
                 yield piece
                 continue
@@ -75,7 +74,7 @@ class WireResponse:
             if conn.complete:
                 return b""
             await conn.wait()
-        piece = body.popleft() if len(body) == 1 else _drain(body)
+        piece = body.popleft() if len(body) == 1 else join_pieces(body)
         conn.buffered -= len(piece)
         return piece
 
@@ -98,7 +97,7 @@ class WireResponse:
         try:
             while not conn.complete:
                 if body:  # pieces that came before (or as the connection closed)
-                    piece = _drain(body)
+                    piece = join_pieces(body)
                     conn.buffered -= len(piece)
                     if not sink(piece):
                         return None
@@ -107,7 +106,7 @@ class WireResponse:
                 await conn.wait()
         finally:
             conn.sink = None
-        piece = _drain(body)
+        piece = join_pieces(body)
         conn.buffered -= len(piece)
         return piece
 

@@ -109,7 +109,7 @@ class Connection(asyncio.Protocol):
             # last piece is left for it: it goes to the client with the end, in one write).
             body = self.body
             if body:
-                piece = body.popleft() if len(body) == 1 else _drain(body)
+                piece = body.popleft() if len(body) == 1 else join_pieces(body)
                 self.buffered -= len(piece)
                 if sink(piece):
                     return
@@ -270,7 +270,8 @@ class Connection(asyncio.Protocol):
         )
 
 
-def _drain(body: deque[bytes]) -> bytes:
+def join_pieces(body: deque[bytes]) -> bytes:
+    """The body pieces waiting in ``body`` as one, taken out of it."""
     piece = b"".join(body)
     body.clear()
     return piece
