@@ -28,6 +28,10 @@ OFFENDERS = {
         "sparksync.gui is not allowed to import sparksync.cli",
     ),
     "sparksync/extra.py": ("", "- sparksync.extra"),  # every top-level part has its layer
+    "sparksync/gui/offender_module.py": (  # a face takes the core's names from the package
+        "from sparksync.core.fleet.fleet import Fleet\n",
+        "sparksync.gui.offender_module -> sparksync.core.fleet.fleet",
+    ),
     "sparksync/core/offender_qt.py": (
         "from PySide6 import QtCore\n",
         "- sparksync.core.offender_qt -> PySide6",
@@ -74,7 +78,7 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
 def test_the_tree_as_it_is_keeps_every_contract(tree: Path) -> None:
     result = lint_imports(tree)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 5 kept, 0 broken." in result.stdout
+    assert "Contracts: 6 kept, 0 broken." in result.stdout
 
 
 def test_each_contract_refuses_an_import_across_its_layer(tree: Path) -> None:
@@ -83,6 +87,6 @@ def test_each_contract_refuses_an_import_across_its_layer(tree: Path) -> None:
     result = lint_imports(tree)
     report = result.stdout
     assert result.returncode == 1, report + result.stderr
-    assert "Contracts: 0 kept, 5 broken." in report, report
+    assert "Contracts: 0 kept, 6 broken." in report, report
     missing = [line for _, line in OFFENDERS.values() if line not in report]
     assert not missing, f"not reported: {missing}\n{report}"
