@@ -53,10 +53,6 @@ OFFENDERS = {
         "sparksync_agent.protocol is not allowed to import sparksync_agent.runtime",
     ),
     "agent/sparksync_agent/newpart.py": ("", "- sparksync_agent.newpart"),
-    "sparksync/cli/offender_module.py": (  # a face names the package, never its module
-        "from sparksync.core.fleet.fleet import Fleet\n",
-        "sparksync.cli is not allowed to import sparksync.core.fleet.fleet",
-    ),
 }
 
 
