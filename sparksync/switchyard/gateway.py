@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import signal
@@ -286,6 +287,9 @@ async def serve(
     host = f"[{config.listen.host}]" if ":" in config.listen.host else config.listen.host
     url = f"http://{host}:{sock.getsockname()[1]}"
     log.info("switchyard listening on %s", url)
+    # What the imports and the set-up made lives as long as the gateway: out of the collector's
+    # sight, so that no full collection walks those ~100,000 objects (about 0.1 s each time).
+    gc.freeze()
     with _stop_on_sigterm(), on_listening(url) if on_listening is not None else contextlib.nullcontext():
         await server.serve(sockets=[sock])
 
