@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from typing import Any
-
 import click
 from sparksync_agent.protocol import ModelJob, RootsConfig
 
@@ -269,7 +267,8 @@ class _Bars:
             click.echo(list(self.rows.values())[-1] if self.rows else "")
 
     def end(self) -> None:
-        pass
+        if self.tty and self.drawn:
+            sys.stdout.flush()  # the bars stay as drawn; the summary follows below them
 
 
 def _bar_line(node: str, phase: str, done: int, total: int, rate: float | None, eta: float | None,
@@ -293,6 +292,3 @@ def _size(n: float | None) -> str:
         return "?"
     return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
-
-def _json_line(data: dict[str, Any]) -> None:
-    click.echo(json.dumps(data))
