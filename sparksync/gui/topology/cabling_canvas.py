@@ -13,7 +13,6 @@ import math
 from PySide6.QtCore import QLineF, QPointF, Qt
 from PySide6.QtGui import QBrush, QColor, QPainter, QPen
 from PySide6.QtWidgets import (
-    QGraphicsEllipseItem,
     QGraphicsLineItem,
     QGraphicsRectItem,
     QGraphicsScene,
@@ -24,11 +23,10 @@ from PySide6.QtWidgets import (
 
 from sparksync.core.fabric import Drawing, DrawnEdge
 from sparksync.core.fabric import Verdict
-from sparksync.gui.topology.edge_item import LABEL_BACKGROUND, NORMAL_COLOR, WARNING_COLOR
+from sparksync.gui.topology.edge_item import LABEL_BACKGROUND, NORMAL_COLOR, WARNING_COLOR, add_node_item
 
 NODE_RADIUS, SWITCH_RADIUS, NODE_SIZE = 230.0, 60.0, 54.0
 GOOD_COLOR = QColor("#2f9e44")
-NODE_COLOR, SWITCH_COLOR = QColor("#2b6cb0"), QColor("#4a5568")
 
 
 class CablingCanvas(QGraphicsView):
@@ -131,24 +129,7 @@ class CablingCanvas(QGraphicsView):
         self.edge_items[edge.key] = (item, label)
 
     def _place(self, name: str, where: tuple[float, float], switch: bool) -> None:
-        x, y = where
-        half = NODE_SIZE / 2
-        if switch:
-            shape = QGraphicsRectItem(x - half, y - half * 0.6, NODE_SIZE, NODE_SIZE * 0.6)
-        else:
-            shape = QGraphicsEllipseItem(x - half, y - half, NODE_SIZE, NODE_SIZE)
-        shape.setBrush(QBrush(SWITCH_COLOR if switch else NODE_COLOR))
-        shape.setPen(QPen(QColor("white"), 1.5))
-        shape.setToolTip(name)
-        self._scene.addItem(shape)
-        text = QGraphicsSimpleTextItem(name)
-        box = text.boundingRect()
-        back = QGraphicsRectItem(box.adjusted(-2, -1, 2, 1))
-        back.setBrush(QBrush(LABEL_BACKGROUND))
-        back.setPen(QPen(Qt.PenStyle.NoPen))
-        text.setParentItem(back)
-        back.setPos(x - box.width() / 2, y + half + 2)
-        self._scene.addItem(back)
+        add_node_item(self._scene, name, *where, NODE_SIZE, switch)
 
 
 def _short(line: str, limit: int = 60) -> str:

@@ -12,6 +12,7 @@ newest check found the fabric degraded (the tray shows it).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal, Slot
@@ -184,8 +185,8 @@ class ClusterAssistantView(QWidget):
         password = self.ask_password()
         if not password:
             return
-        self._start("apply", "Applying the plan", lambda: self.core.apply(plan, password), self._on_applied)
-        del password
+        # Bound now: the worker runs the call later, and only this call holds the password.
+        self._start("apply", "Applying the plan", functools.partial(self.core.apply, plan, password), self._on_applied)
 
     def mesh(self) -> None:
         self._start("mesh", "Setting up node-to-node SSH", self.core.mesh, self._on_meshed)

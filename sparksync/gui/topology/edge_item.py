@@ -6,7 +6,13 @@ import math
 
 from PySide6.QtCore import QLineF, QPointF, Qt
 from PySide6.QtGui import QBrush, QColor, QPen
-from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsRectItem, QGraphicsScene, QGraphicsSimpleTextItem
+from PySide6.QtWidgets import (
+    QGraphicsEllipseItem,
+    QGraphicsLineItem,
+    QGraphicsRectItem,
+    QGraphicsScene,
+    QGraphicsSimpleTextItem,
+)
 
 from sparksync.core.topology import Link, LinkKind, TopologyWarning
 from sparksync.core.base import format_bits_per_s
@@ -17,6 +23,28 @@ LABEL_COLOR = QColor("#1f2933")
 PARALLEL_GAP = 14.0  # pixels between two cables joining the same two nodes
 LABEL_BACKGROUND = QColor(255, 255, 255, 225)  # keeps a label readable over the lines it crosses
 LABEL_PAD = 3.0
+NODE_COLOR, SWITCH_COLOR = QColor("#2b6cb0"), QColor("#4a5568")
+
+
+def add_node_item(scene: QGraphicsScene, name: str, x: float, y: float, size: float, switch: bool) -> None:
+    """A node (a disc) or a switch (a flat box) at ``x, y``, its name on a label under it."""
+    half = size / 2
+    if switch:
+        shape: QGraphicsRectItem | QGraphicsEllipseItem = QGraphicsRectItem(x - half, y - half * 0.6, size, size * 0.6)
+    else:
+        shape = QGraphicsEllipseItem(x - half, y - half, size, size)
+    shape.setBrush(QBrush(SWITCH_COLOR if switch else NODE_COLOR))
+    shape.setPen(QPen(QColor("white"), 1.5))
+    shape.setToolTip(name)
+    scene.addItem(shape)
+    text = QGraphicsSimpleTextItem(name)
+    box = text.boundingRect()
+    back = QGraphicsRectItem(box.adjusted(-2, -1, 2, 1))
+    back.setBrush(QBrush(LABEL_BACKGROUND))
+    back.setPen(QPen(Qt.PenStyle.NoPen))
+    text.setParentItem(back)
+    back.setPos(x - box.width() / 2, y + half + 2)
+    scene.addItem(back)
 
 
 class EdgeItem:

@@ -12,12 +12,9 @@ from __future__ import annotations
 import math
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QBrush, QColor, QPainter, QPen, QShowEvent
+from PySide6.QtGui import QBrush, QPainter, QShowEvent
 from PySide6.QtWidgets import (
-    QGraphicsEllipseItem,
-    QGraphicsRectItem,
     QGraphicsScene,
-    QGraphicsSimpleTextItem,
     QGraphicsView,
     QHBoxLayout,
     QLabel,
@@ -38,7 +35,7 @@ from sparksync.core.topology import (
     build_topology,
 )
 from sparksync.core.base import format_bits_per_s
-from sparksync.gui.topology.edge_item import LABEL_BACKGROUND, PARALLEL_GAP, WARNING_COLOR, EdgeItem
+from sparksync.gui.topology.edge_item import PARALLEL_GAP, WARNING_COLOR, EdgeItem, add_node_item
 from sparksync.gui.topology.layout import positions
 
 REFRESH_MS = 1000  # links change slowly; once a second is plenty and costs nothing
@@ -48,7 +45,6 @@ SIDE_MAX_WIDTH = 380
 SWITCH_LABEL_AT = 0.4
 CANVAS_MIN_WIDTH = 360
 MAX_ZOOM = 1.5  # a lone node is drawn about this big, not stretched across the tab
-NODE_COLOR, SWITCH_COLOR = QColor("#2b6cb0"), QColor("#4a5568")
 
 _KIND_TEXT = {
     TopologyKind.none: "no fabric links seen yet",
@@ -197,22 +193,7 @@ class TopologyView(QWidget):
         self._fit()
 
     def _add_place(self, name: str, switch: bool) -> None:
-        x, y = self.places[name]
-        half = NODE_SIZE / 2
-        shape_type = QGraphicsRectItem if switch else QGraphicsEllipseItem
-        shape = shape_type(x - half, y - half * (0.6 if switch else 1), NODE_SIZE, NODE_SIZE * (0.6 if switch else 1))
-        shape.setBrush(QBrush(SWITCH_COLOR if switch else NODE_COLOR))
-        shape.setPen(QPen(QColor("white"), 1.5))
-        shape.setToolTip(name)
-        self.scene.addItem(shape)
-        text = QGraphicsSimpleTextItem(name)
-        box = text.boundingRect()
-        back = QGraphicsRectItem(box.adjusted(-2, -1, 2, 1))
-        back.setBrush(QBrush(LABEL_BACKGROUND))
-        back.setPen(QPen(Qt.PenStyle.NoPen))
-        text.setParentItem(back)
-        back.setPos(x - box.width() / 2, y + half + 2)
-        self.scene.addItem(back)
+        add_node_item(self.scene, name, *self.places[name], NODE_SIZE, switch)
 
     def _update_edges(self, topology: ClusterTopology) -> None:
         for link in topology.links:
