@@ -9,7 +9,11 @@ not each file.
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 RSYNC = "rsync"
@@ -83,6 +87,48 @@ def split_output(buffer: bytes) -> tuple[list[bytes], bytes]:
     """Complete lines (ended by CR or LF) and the rest still to come."""
     parts = re.split(rb"[\r\n]", buffer)
     return parts[:-1], parts[-1]
+
+
+@dataclass
+class RsyncOutcome:
+    returncode: int
+    progress: RsyncProgress
+    stderr_tail: str  # its last lines, for the error a failed run reports
+
+
+def run_rsync(
+    argv: list[str],
+    files: list[str],
+    on_progress: Callable[[RsyncProgress], None],
+    on_start: Callable[[subprocess.Popen], None] = lambda _proc: None,
+) -> RsyncOutcome:
+    """Run rsync over ``files`` (NUL-separated on its stdin, ``--from0 --files-from=-``) to its end.
+
+    ``on_progress`` hears each move of the progress; ``on_start`` gets the
+    process (in its own session), so a caller can stop it. Raises
+    FileNotFoundError when rsync is not installed.
+    """
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
+    errors: list[bytes] = []
+    # stderr is read beside stdout, so a chatty rsync never blocks on a full pipe.
+    reader = threading.Thread(target=lambda: errors.append(stderr.read()), daemon=True)
+    reader.start()
+    on_start(proc)
+    proc.stdin.write(b"\0".join(f.encode() for f in files))
+    proc.stdin.close()
+    progress, rest = RsyncProgress(), b""
+    while chunk := os.read(proc.stdout.fileno(), 65536):
+        lines, rest = split_output(rest + chunk)
+        if any([progress.feed(line) for line in lines]):  # a list: every line is read
+            on_progress(progress)
+    rc = proc.wait()
+    reader.join(5)
+    tail = b"".join(errors).decode(errors="replace").strip().splitlines()[-3:]
+    return RsyncOutcome(rc, progress, " ".join(tail))
 
 
 def _quote(part: str) -> str:

@@ -36,7 +36,7 @@ from sparksync_agent.protocol import (
     ReachReply,
     ReachRequest,
 )
-from sparksync_agent.transfer import RsyncProgress, rsync_argv, split_output, ssh_command
+from sparksync_agent.transfer import RsyncProgress, rsync_argv, run_rsync, ssh_command
 
 log = logging.getLogger(__name__)
 
@@ -134,39 +134,24 @@ class JobBoard:
         rsh = ssh_command(request.port, request.identity_file, request.known_hosts)
         dest = f"{request.user}@{request.host}:{request.staging}"
         argv = rsync_argv(str(found.directory), dest, rsh=rsh, checksum=request.checksum)
-        stdin = b"\0".join(f.encode() for f in files)
-        return self._add(job, lambda j: self._run_rsync(j, argv, stdin))
+        return self._add(job, lambda j: self._run_rsync(j, argv, files))
 
-    def _run_rsync(self, job: _Job, argv: list[str], stdin: bytes) -> None:
+    def _run_rsync(self, job: _Job, argv: list[str], files: list[str]) -> None:
         log.info("push of %s: %s", job.status.name, " ".join(argv[:-1]))
-        proc = job.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
-        )
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        proc.stdin.write(stdin)
-        proc.stdin.close()
-        errors: list[bytes] = []
-        reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        progress, rest = RsyncProgress(), b""
-        while True:
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                break
-            lines, rest = split_output(rest + chunk)
-            moved = False
-            for line in lines:
-                moved = progress.feed(line) or moved
-            if moved:
-                job.update(bytes_done=min(progress.bytes_done, job.status.bytes_total))
-        rc = proc.wait()
-        reader.join(5)
-        if rc == 0:
-            job.finish(JobState.done, bytes_done=job.status.bytes_total, literal_bytes=progress.literal_bytes)
+
+        def moved(progress: RsyncProgress) -> None:
+            job.update(bytes_done=min(progress.bytes_done, job.status.bytes_total))
+
+        def started(proc: subprocess.Popen) -> None:
+            job.proc = proc
+
+        done = run_rsync(argv, files, moved, started)
+        literal = done.progress.literal_bytes
+        if done.returncode == 0:
+            job.finish(JobState.done, bytes_done=job.status.bytes_total, literal_bytes=literal)
         else:
-            text = b"".join(errors).decode(errors="replace").strip().splitlines()
-            detail = " ".join(text[-3:]) or f"rsync exited with status {rc}"
-            job.finish(JobState.failed, f"rsync failed ({rc}): {detail}", literal_bytes=progress.literal_bytes)
+            detail = done.stderr_tail or f"rsync exited with status {done.returncode}"
+            job.finish(JobState.failed, f"rsync failed ({done.returncode}): {detail}", literal_bytes=literal)
 
     # --- reach -------------------------------------------------------------------------------------
 

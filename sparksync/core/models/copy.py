@@ -23,7 +23,6 @@ folder, listed partial; the next run sends only what is missing (rsync
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -48,7 +47,7 @@ from sparksync_agent.protocol import (
     VerifyReply,
     VerifyRequest,
 )
-from sparksync_agent.transfer import RsyncProgress, rsync_argv, split_output
+from sparksync_agent.transfer import rsync_argv, run_rsync
 
 from sparksync.core.agents.this_computer import LOCAL_NODE_NAME, is_local
 from sparksync.core.base.errors import SparkSyncError
@@ -407,36 +406,19 @@ class ModelCopy:
         """rsync run on this computer; a remote end goes through SparkSync's own SSH (``rsh``)."""
         remote = ":" in source.split("/", 1)[0] or ":" in dest.split("/", 1)[0]
         argv = rsync_argv(source, dest, rsh=rsh.command() if remote else None, checksum=checksum)
+        def started(proc: subprocess.Popen) -> None:
+            threading.Thread(target=self._stop_on_cancel, args=(proc,), daemon=True).start()
+
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True)  # fmt: skip
+            done = run_rsync(argv, files, lambda progress: clock.tick(progress.bytes_done), started)
         except FileNotFoundError as exc:
             raise ModelError("rsync is not installed on this computer (Debian: apt install rsync)") from exc
-        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        errors: list[bytes] = []
-        reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
-        reader.start()
-        proc.stdin.write(b"\0".join(f.encode() for f in files))
-        proc.stdin.close()
-        stopper = threading.Thread(target=self._stop_on_cancel, args=(proc,), daemon=True)
-        stopper.start()
-        progress, rest = RsyncProgress(), b""
-        while True:
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                break
-            lines, rest = split_output(rest + chunk)
-            if any([progress.feed(line) for line in lines]):
-                clock.tick(progress.bytes_done)
-        rc = proc.wait()
-        reader.join(5)
         if self.cancel.is_set():
             raise CopyCancelled("stopped; what arrived is kept in the target's staging folder")
-        if rc != 0:
-            text = b"".join(errors).decode(errors="replace").strip().splitlines()
-            raise CopyFailedError(f"rsync failed ({rc}): {' '.join(text[-3:]) or 'no message'}")
+        if done.returncode != 0:
+            raise CopyFailedError(f"rsync failed ({done.returncode}): {done.stderr_tail or 'no message'}")
         clock.tick(clock.total)
-        return progress.literal_bytes
+        return done.progress.literal_bytes
 
     def _stop_on_cancel(self, proc: subprocess.Popen) -> None:
         while proc.poll() is None:
