@@ -23,7 +23,7 @@ from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.ssh.secrets import SecretStore
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
-from tests.lab.mesh_lab import FabricNodes, shape_port
+from tests.lab.mesh_lab import FabricNodes
 from tests.lab.test_pairing_lab import FAST, pair
 
 pytestmark = [pytest.mark.lab, pytest.mark.gui]
@@ -39,7 +39,7 @@ def test_the_assistant_sets_up_the_mesh_and_shows_the_figures_of_a_real_check(qt
 
     lab = FabricNodes.make(ssh_lab_factory, 4, client_key, pair)
     for node in lab.nodes:  # every port at about the line rate the check is told; n3's at a tenth of it
-        shape_port(lab.fabric, node, 0, "100mbit" if node.name == "n3" else "950mbit")
+        lab.fabric.shape(node, 0, "100mbit" if node.name == "n3" else "950mbit")
     fleet = Fleet(client_key, dialer=lab.ssh_lab.dialer, settings=FAST)
     core = ClusterAssistant(lambda: fleet, line_rate_mbps=1000, check_options=CheckOptions(seconds=2, streams=2))
     view = ClusterAssistantView(lambda: fleet, core=core)
