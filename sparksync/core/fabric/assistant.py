@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sparksync.core.fabric.plan import FabricPlan
     from sparksync.core.fabric.store import StoredFabric
     from sparksync.core.fleet.fleet import Fleet
+    from sparksync.core.nodes.cluster_events import ClusterEvents
 
 AnyProgress = Callable[[object], None]  # FabricProgress, MeshProgress or CheckProgress
 
@@ -148,6 +149,24 @@ def fabric_health(report: FabricCheckReport | None) -> str | None:
     what = f"{len(flagged)} of {len(report.links)} links flagged" if flagged else "the cluster test flagged"
     word = "failing" if report.verdict is Verdict.failed else "degraded"
     return f"Fabric {word}: {what}" + (f" ({worst})" if worst else "")
+
+
+def tell_degraded(events: ClusterEvents, report: FabricCheckReport | None) -> bool:
+    """Tell ``events`` (the app's one door to notifications) once that ``report`` flagged links; False if not.
+
+    One event per check, naming its flagged links and the worst figure, so a check that flags eight links is
+    one notification, not eight.
+    """
+    if report is None or report.verdict not in (Verdict.degraded, Verdict.failed):
+        return False
+    flagged = [link for link in report.links if link.verdict in (Verdict.degraded, Verdict.failed)]
+    shown = [f"{link.a} ↔ {link.b}" for link in flagged[:2]]
+    if len(flagged) > 2:
+        shown.append(f"{len(flagged) - 2} more")
+    subject = ", ".join(shown) if shown else "the cluster test"
+    why = _slowest(report.problems) or report.summary()
+    events.fabric_link_degraded(subject, why)
+    return True
 
 
 def _slowest(problems: list[Measurement]) -> str:
