@@ -53,7 +53,7 @@ class ClusterAssistant:
                  line_rate_mbps: int | None = None, check_options: CheckOptions | None = None):
         self._fleet = fleet
         self.on_progress = on_progress
-        self.line_rate_mbps = line_rate_mbps  # None: a CX-7 port's 200 Gb/s
+        self.line_rate_mbps = line_rate_mbps  # None: a CX-7 port's 200 Gb/s (detect's expected speed, the check's mark)
         self.check_options = check_options
 
     def _tell(self, event: object) -> None:
@@ -76,7 +76,10 @@ class ClusterAssistant:
     def detect(self) -> Detection:
         from sparksync.core.fabric.operations import FabricOperations
 
-        return FabricOperations(self._fleet(), self._tell).detect(self._names())
+        operations = FabricOperations(self._fleet(), self._tell)
+        if self.line_rate_mbps is None:
+            return operations.detect(self._names())
+        return operations.detect(self._names(), self.line_rate_mbps)
 
     def plan(self, detection: Detection) -> FabricPlan:
         from sparksync.core.fabric.plan import make_plan
