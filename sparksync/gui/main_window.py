@@ -54,6 +54,7 @@ from sparksync_agent.protocol import Sample, Snapshot
 from sparksync.core.agents import LOCAL_NODE_NAME
 from sparksync.core.apps import AppSettings, Autostart, save_settings
 from sparksync.core.base import format_bytes, format_memory
+from sparksync.core.fabric import tell_degraded
 from sparksync.core.nodes import ClusterActions
 from sparksync.core.telemetry import (
     CLUSTER,
@@ -261,6 +262,7 @@ class MainWindow(QMainWindow):
         self.workloads.workload_failed.connect(self.notifier.workload_failed)
         self.workloads.workload_ended.connect(self.notifier.workload_ended)
         self.cluster_event.connect(self.notifier.cluster_event)
+        self.cluster.fabric_health_changed.connect(self._on_fabric_health_changed)
         if self.local_model is not None:
             self.local_model.status_message.connect(self._on_dashboard_status_message)
             self.local_model.error_raised.connect(self._on_jobs_error_raised)
@@ -415,6 +417,12 @@ class MainWindow(QMainWindow):
             if self.cluster.health:
                 tray.set_fabric_health(self.cluster.health)
             tray.connection_changed.connect(self._on_tray_connection_changed)
+
+    def _on_fabric_health_changed(self, health: str | None) -> None:
+        """A check (run here, or the newest stored one read at start) flagged links: told through the events door."""
+        events = getattr(self.actions, "events", None)
+        if health and events is not None:
+            tell_degraded(events, self.cluster.report)
 
     def _on_tray_connection_changed(self, name: str, connected: bool) -> None:
         """Disconnected from the tray: no longer followed (its card stays, its link closes); connected: again."""

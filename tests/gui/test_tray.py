@@ -237,7 +237,7 @@ def test_a_failed_run_last_from_the_tray_is_notified(qtbot, tray_for, tmp_path):
     assert panel.wait(10)
 
 
-def test_a_degraded_fabric_shows_in_the_tooltip_the_menu_and_a_notification(tray_for):
+def test_a_degraded_fabric_shows_in_the_icon_the_tooltip_and_the_menu(tray_for):
     tray = tray_for(FakeActions(), ClusterSummary(2, 2, 1e9, None))
     shown = []
     tray.notifier.shown.connect(lambda *args: shown.append(args))
@@ -248,11 +248,43 @@ def test_a_degraded_fabric_shows_in_the_tooltip_the_menu_and_a_notification(tray
     assert tray.health is Health.DEGRADED
     assert tray.tooltip() == f"SparkSync: 2/2 online, 1 GB used\n{problem}"
     assert tray.menu_actions["fabric"].text() == f"⚠ {problem}"
-    assert [(s[0], s[1]) for s in shown] == [("The cluster fabric is degraded", problem)]
-    tray.set_fabric_health(problem)  # the same news again: told once
-    assert len(shown) == 1
+    assert shown == []  # the notification is the window's, through the core's events door
     tray.set_fabric_health(None)
     assert tray.health is Health.ONLINE and "fabric" not in tray.menu_actions
+
+
+def test_a_degraded_check_is_one_notification_through_the_events_door(qtbot, home):
+    from sparksync.core.fabric.check_history import FabricCheckHistory
+    from sparksync.gui.main_window import MainWindow
+    from sparksync.gui.tray.setup import install_tray
+    from tests.gui.test_cluster_assistant import check_report
+
+    FabricCheckHistory().add(check_report("n3"))  # the newest stored check, read at start: n2-n3 and n3-n4 flagged
+    fake = FakeActions()
+    told = []
+    fake.events.add_listener(told.append)
+    win = MainWindow(actions=fake)
+    shown = []
+    win.notifier.shown.connect(lambda *args: shown.append(args))
+    tray = install_tray(win, available=True, open_url=lambda url: None)
+    win.start()
+    qtbot.waitUntil(lambda: tray.fabric_health is not None, timeout=10_000)
+    qtbot.wait(200)
+    assert len(shown) == 1 and len(told) == 1, shown
+    title, message, _where = shown[0]
+    assert title == "Fabric link degraded: n2:enp1s0f1np1 ↔ n3:enp1s0f0np0, n3:enp1s0f1np1 ↔ n4:enp1s0f0np0"
+    assert message == "iperf3 n2 -> n3 40 Gb/s, 20 % of line rate"
+    assert tray.menu_actions["fabric"].text().startswith("⚠ Fabric degraded: 2 of 4")  # the tray shows it
+    assert "Fabric degraded: 2 of 4" in tray.tooltip()
+    win.cluster._on_checked(check_report("n3"))  # a check run from the tab with the same news: not told again
+    assert len(shown) == 1
+    win.cluster._on_checked(check_report(None))  # healthy
+    assert tray.fabric_health is None and len(shown) == 1
+    win.cluster._on_checked(check_report("n1"))  # degraded again, a check run from the tab: told once
+    assert len(shown) == 2 and shown[1][0].startswith("Fabric link degraded: n1:enp1s0f1np1 ↔ n2:enp1s0f0np0")
+    with qtbot.waitSignal(win.shut_down, timeout=15_000):
+        win.quit()
+    win.deleteLater()
 
 
 # --- nodes in the tray, as NVIDIA Sync lists its devices --------------------------------------------------

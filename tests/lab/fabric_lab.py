@@ -21,8 +21,8 @@ reads ``carrier 0``. Cabling puts the peers into bridges in the hub:
 - ``direct(a, b)``: a's port 0 cabled to b's port 0.
 
 ``cut`` unplugs a port (its node end loses carrier), ``plug`` puts it back;
-``shape`` caps a port's rate in both directions (``tc tbf``; with a delay or
-a loss, ``tc netem``, where the kernel has it).
+``shape`` caps a port's rate in both directions (``tc tbf``, the lab's one
+way to shape a fabric link), ``unshape`` lifts it.
 Every hub bridge and hub end has MTU 9000 so a planned jumbo MTU is carried.
 
 IPv6 link-local addresses come up on their own, as on a Spark; duplicate
@@ -116,20 +116,13 @@ class FabricLab:
         for twin in (0, 1):
             ip("-n", self.lab.hub, "link", "set", self.hub_end(node, port, twin), "up")
 
-    def shape(self, node: LabNode, port: int, rate: str | None = None, delay: str | None = None,
-              loss: str | None = None) -> None:
-        """Shape both directions of the port (both twins): e.g. ``rate="1gbit"``.
+    def shape(self, node: LabNode, port: int, rate: str) -> None:
+        """Cap both directions of the port (both twins, the node's ends and the hub's) to ``rate`` ("1gbit").
 
-        A rate alone is a token bucket (``tbf``), which every kernel has; a delay or a loss needs
-        ``netem`` (the sch_netem module), which some kernels (this test VM's) lack: LabError then.
+        The lab's one way to shape a link: a token bucket (``tc tbf``), which every kernel has; no
+        netem (delay, loss), which some kernels (this test VM's: no sch_netem module) lack.
         """
-        if delay or loss:
-            qdisc = ["netem", *(["delay", delay] if delay else []), *(["loss", loss] if loss else []),
-                     *(["rate", rate] if rate else [])]
-        elif rate:
-            qdisc = ["tbf", "rate", rate, "burst", "256kb", "latency", "100ms"]
-        else:
-            raise ValueError("shape needs a rate, a delay or a loss")
+        qdisc = ["tbf", "rate", rate, "burst", "64kb", "latency", "100ms"]
         for twin in (0, 1):
             self._tc(self.lab.wrap(node, ["tc"]), self.interface(port, twin), qdisc)
             self._tc(["ip", "netns", "exec", self.lab.hub, "tc"], self.hub_end(node, port, twin), qdisc)
@@ -193,8 +186,8 @@ class FabricLab:
                 ip("-n", ns, "link", "set", name, "up")  # no carrier until cabled
 
     @staticmethod
-    def _tc(tc: list[str], dev: str, netem: list[str]) -> None:
-        done = subprocess.run([*tc, "qdisc", "replace", "dev", dev, "root", *netem], capture_output=True,
+    def _tc(tc: list[str], dev: str, qdisc: list[str]) -> None:
+        done = subprocess.run([*tc, "qdisc", "replace", "dev", dev, "root", *qdisc], capture_output=True,
                               text=True, timeout=15)
         if done.returncode != 0:
             raise LabError(f"tc on {dev} failed: {done.stderr.strip()}")

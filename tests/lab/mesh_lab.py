@@ -7,9 +7,10 @@
 - the four CX-7 netdevs per node (``FabricLab``), port 0 of every node on
   one switch segment;
 - the plan a switch gets: twin 0 on 10.101.0.0/24, twin 1 on 10.101.1.0/24,
-  node i at .i, MTU 9000 — applied with iproute2 as the fabric's apply does
-  in the lab (with arp_ignore=1 / arp_announce=2, since both twins share the
-  segment), and stored as the cluster's applied plan;
+  node i at .i, MTU 9000 — applied on each node by the fabric's own root
+  helper (iproute2, as in the lab; it also sets arp_ignore/arp_announce, which
+  twins on one segment need), run as root in the node's namespace, and stored
+  as the cluster's applied plan;
 - each sshd also listening on its fabric addresses, as a Spark's sshd
   (listening on every address) does.
 """
@@ -17,7 +18,8 @@
 from __future__ import annotations
 
 import secrets
-import subprocess
+import shutil
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,9 +27,11 @@ from datetime import datetime, timezone
 from sparksync.core.fabric import FabricPlan, FabricStore, NodePlan, PlannedInterface, PlannedLink, PlanState
 from sparksync.core.fabric.topology import FabricKind
 from sparksync.core.nodes.registry import Registry
+from sparksync_agent.fabric.state import state_dir
+from sparksync_agent.protocol import InterfacePlan, NodeFabricPlan
 
 from .fabric_lab import FabricLab
-from .netlab import LabError, LabNode
+from .netlab import LabError, LabNode, NodeService
 from .sshd import SshLab
 
 TWIN_SUBNETS = ("10.101.0", "10.101.1")
@@ -55,22 +59,42 @@ class FabricNodes:
             list(pool.map(lambda node: pair(ssh_lab, node, client_key, name=node.name), ssh_lab.nodes))
         fabric = FabricLab(ssh_lab.lab, ssh_lab.nodes)
         fabric.switch(ssh_lab.nodes, port=0)
-        for node in ssh_lab.nodes:
-            # Both twins sit on one L2 segment here (a switch): each must answer ARP only for its own
-            # address, or a reply can come back on the twin (ARP flux) and a socket bound to one is missed.
-            for setting in ("net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2"):
-                ssh_lab.lab.exec(node, ["sysctl", "-q", "-w", setting], check=True)
-            for twin in (0, 1):
-                iface = fabric.interface(0, twin)
-                ssh_lab.lab.exec(node, ["ip", "link", "set", iface, "mtu", str(MTU)], check=True)
-                ssh_lab.lab.exec(node, ["ip", "addr", "add", f"{fabric_address(node, twin)}/24", "dev", iface],
-                                 check=True)
+        plan = switch_plan(ssh_lab.nodes, fabric)
+        ssh_lab.lab.add_service(_HelperState(plan), ssh_lab.nodes)
         with ThreadPoolExecutor(n) as pool:
+            list(pool.map(lambda node: apply_with_helper(ssh_lab, node, plan), ssh_lab.nodes))
             list(pool.map(lambda node: ssh_lab.service.add_config(
                 ssh_lab.lab, node, *(f"ListenAddress {fabric_address(node, t)}" for t in (0, 1))), ssh_lab.nodes))
-        plan = switch_plan(ssh_lab.nodes, fabric)
         FabricStore().save_plan(plan, PlanState.applied)
         return cls(ssh_lab, fabric, plan)
+
+
+def apply_with_helper(ssh_lab: SshLab, node: LabNode, plan: FabricPlan) -> None:
+    """The node's part of ``plan`` through the fabric's root helper, as root in the node's namespace."""
+    node_plan = plan.node(node.name)
+    assert node_plan is not None, node.name
+    request = NodeFabricPlan(plan_id=plan.plan_id, interfaces=[
+        InterfacePlan(name=i.name, addresses=[i.address], mtu=i.mtu) for i in node_plan.interfaces])
+    done = ssh_lab.lab.exec(node, [sys.executable, "-I", "-m", "sparksync_agent.fabric.helper", "apply",
+                                   "--node-id", node_plan.node_id, "--request", "/dev/stdin"],
+                            input=request.model_dump_json())
+    if done.returncode != 0:
+        raise LabError(f"the fabric helper on {node.name} failed: {done.stdout.strip()} {done.stderr.strip()}")
+
+
+class _HelperState(NodeService):
+    """Removes the helper's state for the lab's node ids (under /var/lib/sparksync-fabric) at teardown."""
+
+    def __init__(self, plan: FabricPlan) -> None:
+        self.plan = plan
+
+    def start(self, lab, node: LabNode) -> None:
+        pass
+
+    def stop(self, lab, node: LabNode) -> None:
+        node_plan = self.plan.node(node.name)
+        if node_plan is not None:
+            shutil.rmtree(state_dir(node_plan.node_id), ignore_errors=True)
 
 
 def switch_plan(nodes: list[LabNode], fabric: FabricLab) -> FabricPlan:
@@ -89,18 +113,3 @@ def switch_plan(nodes: list[LabNode], fabric: FabricLab) -> FabricPlan:
     return FabricPlan(plan_id=secrets.token_hex(6), created_at=datetime.now(timezone.utc),
                       topology=FabricKind.switch, mtu=MTU, nodes=plans, links=links)
 
-
-def shape_port(fabric: FabricLab, node: LabNode, port: int, rate: str) -> None:
-    """A ``tc tbf`` rate limit on both directions of a port's two twins (the node's end and the hub's).
-
-    tbf rather than netem: this kernel's netem is not always there (no sch_netem module).
-    """
-    lab = fabric.lab
-    for twin in (0, 1):
-        for argv, dev in ((lab.wrap(node, ["tc"]), fabric.interface(port, twin)),
-                          (["ip", "netns", "exec", lab.hub, "tc"], fabric.hub_end(node, port, twin))):
-            done = subprocess.run([*argv, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate,
-                                   "burst", "64kb", "latency", "100ms"],
-                                  capture_output=True, text=True, timeout=15)
-            if done.returncode != 0:
-                raise LabError(f"tc on {dev} failed: {done.stderr.strip()}")

@@ -20,7 +20,7 @@ from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.ssh.secrets import SecretStore
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
-from tests.lab.mesh_lab import FabricNodes, shape_port
+from tests.lab.mesh_lab import FabricNodes
 from tests.lab.test_pairing_lab import FAST, pair
 
 pytestmark = pytest.mark.lab
@@ -36,7 +36,7 @@ def client_key(real_keyring) -> ClientKey:  # noqa: F811
 def test_a_port_shaped_to_a_lower_rate_is_flagged_with_its_figure(ssh_lab_factory, client_key):
     lab = FabricNodes.make(ssh_lab_factory, 8, client_key, pair)
     n3 = lab.nodes[2]
-    shape_port(lab.fabric, n3, 0, "100mbit")
+    lab.fabric.shape(n3, 0, "100mbit")
     links = links_from_plan(lab.plan, line_rate_mbps=LINE_RATE_MBPS)
     events = []
     with Fleet(client_key, dialer=lab.ssh_lab.dialer, settings=FAST) as fleet:

@@ -46,8 +46,14 @@ def helper(lab, node, tmp_path, node_id, *args, plan: NodeFabricPlan | None = No
 def test_apply_then_rollback(node, tmp_path):
     lab, fabric, n1, node_id = node
     lab.exec(n1, ["ip", "addr", "add", "192.168.77.5/24", "dev", "enp1s0f1np1"], check=True)  # the user's own
+    lab.exec(n1, ["sysctl", "-qw", "net.ipv4.conf.enP2p1s0f1np1.arp_announce=1"], check=True)  # the user's own
+    assert arp_values(lab, n1, "enp1s0f0np0") == (0, 0)
+    all_before = arp_values(lab, n1, "all")
     rc, result = helper(lab, n1, tmp_path, node_id, "apply", plan=PLAN)
     assert rc == 0 and result.ok and result.applier == "iproute2", result
+    for iface in PLAN.interfaces:  # each twin answers ARP for its own addresses only
+        assert arp_values(lab, n1, iface.name) == (1, 2), iface.name
+    assert arp_values(lab, n1, "all") == all_before  # the kernel takes max(all, netdev); all is left alone
     assert result.netplan_validated and "10-netplan-enp1s0f0np0.network" in result.steps[0]
     assert "mtu: 9000" in result.netplan_yaml
     for iface in PLAN.interfaces:
@@ -61,6 +67,8 @@ def test_apply_then_rollback(node, tmp_path):
     assert rc == 0 and result.ok, result
     assert fabric.addresses(n1, "enp1s0f1np1") == ["192.168.77.5/24"]
     assert fabric.addresses(n1, "enp1s0f0np0") == [] and fabric.mtu(n1, "enp1s0f0np0") == 1500
+    assert arp_values(lab, n1, "enp1s0f0np0") == (0, 0)
+    assert arp_values(lab, n1, "enP2p1s0f1np1") == (0, 1)
     assert not (STATE_ROOT / node_id / "applied.json").exists()
 
 
@@ -73,6 +81,7 @@ def test_failure_mid_apply_leaves_the_node_as_it_was(node, tmp_path):
     assert any(step.startswith("enp1s0f0np0: MTU 9000") for step in result.steps)  # it had begun
     for name in ("enp1s0f0np0", "enP2p1s0f0np0", "enp1s0f1np1"):
         assert fabric.addresses(n1, name) == [] and fabric.mtu(n1, name) == 1500
+        assert arp_values(lab, n1, name) == (0, 0)
     assert not (STATE_ROOT / node_id / "applied.json").exists()
     assert not (STATE_ROOT / node_id / "previous.json").exists()
 
@@ -110,3 +119,11 @@ def links(lab, node) -> dict[str, tuple]:
     return {e["ifname"]: (e["mtu"], tuple(e["flags"]), tuple(sorted(
         f"{a['local']}/{a['prefixlen']}" for a in e.get("addr_info", []) if a["family"] == "inet")))
         for e in entries}
+
+
+def arp_values(lab, node, name: str) -> tuple[int, int]:
+    """(arp_ignore, arp_announce) of one netdev (or ``all``), read inside the node's namespace."""
+    conf = f"/proc/sys/net/ipv4/conf/{name}"
+    done = lab.exec(node, ["cat", f"{conf}/arp_ignore", f"{conf}/arp_announce"], check=True)
+    ignore, announce = done.stdout.split()
+    return int(ignore), int(announce)

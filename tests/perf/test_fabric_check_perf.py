@@ -31,7 +31,7 @@ from sparksync.core.fleet.fleet import Fleet
 from sparksync.core.ssh.client_key import ClientKey
 from sparksync.core.ssh.secrets import SecretStore
 from tests.core.keyring_fixtures import real_keyring  # noqa: F401  (a fixture)
-from tests.lab.mesh_lab import FabricNodes, fabric_address, shape_port
+from tests.lab.mesh_lab import FabricNodes, fabric_address
 from tests.lab.test_pairing_lab import FAST, pair
 from tests.perf.report import Report, assert_targets
 from tests.perf.settings import scale_from_env
@@ -75,7 +75,7 @@ def by_hand(lab: FabricNodes, source, target, twin: int, port: int = 5301) -> tu
 def test_full_check_on_8_nodes_and_iperf3_through_the_check_against_by_hand(ssh_lab_factory, client_key, perf_out):
     lab = FabricNodes.make(ssh_lab_factory, NODES, client_key, pair)
     for node in lab.nodes:
-        shape_port(lab.fabric, node, 0, "1gbit")
+        lab.fabric.shape(node, 0, "1gbit")
     links = links_from_plan(lab.plan, line_rate_mbps=LINE_RATE_MBPS)
     n1, n2 = lab.nodes[0], lab.nodes[1]
     link = next(link for link in links.links if link.nodes == ("n1", "n2") and link.a.iface == "enp1s0f0np0")

@@ -13,9 +13,12 @@ What it may touch, and nothing else:
 
 - ConnectX-7 netdevs only (``enp1s0f0np0``-style names); a management
   interface (``enP7s7``, Wi-Fi) or any other name is refused;
-- their IPv4 addresses, MTU and up state;
+- their IPv4 addresses, MTU and up state, and their ``arp_ignore`` and
+  ``arp_announce`` sysctls (``fabric/arp.py``: a port's twins share one L2
+  segment, so each must answer ARP for its own addresses only);
 - ``/etc/netplan/40-sparksync-fabric.yaml`` and ``netplan apply`` where
-  netplan runs the network (DGX OS);
+  netplan runs the network (DGX OS), with
+  ``/etc/sysctl.d/60-sparksync-fabric.conf`` for those sysctls;
 - its own state under ``/var/lib/sparksync-fabric/<node id>/``.
 
 Apply: the request is checked (names, addresses, MTU 1280-9216, no two
@@ -47,7 +50,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sparksync_agent.fabric import netplan
+from sparksync_agent.fabric import arp, netplan
 from sparksync_agent.fabric.ports import is_fabric_name
 from sparksync_agent.fabric.state import NETPLAN_FILE, STATE_ROOT, applier, state_dir
 from sparksync_agent.protocol import FabricResult, NodeFabricPlan
@@ -267,23 +270,31 @@ def apply(plan: NodeFabricPlan, node_id: str, root: Path = STATE_ROOT, mode: str
         applied = _load(directory / "applied.json")
         interfaces = capture(names)
         before: dict[str, Any] = {"interfaces": interfaces, "netplan_file": _read_netplan_file(),
+                                  "arp": arp.capture(names), "sysctl_file": arp.read_file(),
                                   "plan_id": (applied or {}).get("plan_id"), "had_previous": previous is not None}
         _save(directory / "before.json", before)
         if previous is None:
-            previous = {"interfaces": {}, "netplan_file": before["netplan_file"]}
+            previous = {"interfaces": {}, "netplan_file": before["netplan_file"], "arp": {},
+                        "sysctl_file": before["sysctl_file"]}
         for name, state in interfaces.items():
             previous["interfaces"].setdefault(name, state)  # the state before SparkSync, kept across re-applies
+        for name, values in before["arp"].items():
+            previous.setdefault("arp", {}).setdefault(name, values)
         _save(directory / "previous.json", previous)
         try:
             if mode == "netplan":
                 _write_netplan_file(text)
                 result.steps.append(f"wrote {NETPLAN_FILE}")
+                arp.write_file(arp.render(names))
+                result.steps.append(f"wrote {arp.SYSCTL_FILE}")
                 _netplan_apply()
                 result.steps.append("netplan apply")
             else:
                 for iface in plan.interfaces:
                     configure(iface.name, iface.addresses, iface.mtu)
                     result.steps.append(f"{iface.name}: MTU {iface.mtu}, {', '.join(iface.addresses)}")
+            # Set now on both paths; the sysctl.d file is what keeps them across a reboot.
+            result.steps += arp.write(arp.wanted(names))
             # netplan hands the netdevs to the system's renderer, which sets them a moment later.
             verify(plan, NETPLAN_SETTLE_S if mode == "netplan" else 0.0)
         except (StepFailed, OSError, subprocess.TimeoutExpired) as exc:
@@ -331,7 +342,18 @@ def _undo(directory: Path, saved: dict[str, Any], mode: str, steps: list[str]) -
                 steps.append("netplan apply")
             except (StepFailed, subprocess.TimeoutExpired) as exc:
                 problems.append(str(exc))
+    if arp.read_file() != saved.get("sysctl_file"):
+        try:
+            arp.write_file(saved.get("sysctl_file"))
+            steps.append(f"{'restored' if saved.get('sysctl_file') else 'removed'} {arp.SYSCTL_FILE}")
+        except OSError as exc:
+            problems.append(f"{arp.SYSCTL_FILE}: {exc}")
     problems += restore(saved.get("interfaces", {}), steps)
+    present = arp.capture(list(saved.get("arp", {})))
+    try:
+        steps += arp.write({name: values for name, values in saved.get("arp", {}).items() if name in present})
+    except OSError as exc:
+        problems.append(f"ARP settings: {exc}")
     if problems:
         return problems
     is_last = "had_previous" in saved

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         drawing_from_detection,
         drawing_from_plan,
         fabric_health,
+        tell_degraded,
     )
     from sparksync.core.fabric.cabling import (
         CablingGraph,
@@ -110,6 +111,7 @@ _WHERE = {
     "drawing_from_detection": "assistant",
     "drawing_from_plan": "assistant",
     "fabric_health": "assistant",
+    "tell_degraded": "assistant",
     "CablingGraph": "cabling",
     "PortEnd": "cabling",
     "PortState": "cabling",
@@ -225,5 +227,6 @@ __all__ = [
     "ring_warning",
     "run_check",
     "setup_mesh",
+    "tell_degraded",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from sparksync.core.fabric.plan import FabricPlan
     from sparksync.core.fabric.store import StoredFabric
     from sparksync.core.fleet.fleet import Fleet
+    from sparksync.core.nodes.cluster_events import ClusterEvents
 
 AnyProgress = Callable[[object], None]  # FabricProgress, MeshProgress or CheckProgress
 
@@ -52,7 +53,7 @@ class ClusterAssistant:
                  line_rate_mbps: int | None = None, check_options: CheckOptions | None = None):
         self._fleet = fleet
         self.on_progress = on_progress
-        self.line_rate_mbps = line_rate_mbps  # None: a CX-7 port's 200 Gb/s
+        self.line_rate_mbps = line_rate_mbps  # None: a CX-7 port's 200 Gb/s (detect's expected speed, the check's mark)
         self.check_options = check_options
 
     def _tell(self, event: object) -> None:
@@ -75,7 +76,10 @@ class ClusterAssistant:
     def detect(self) -> Detection:
         from sparksync.core.fabric.operations import FabricOperations
 
-        return FabricOperations(self._fleet(), self._tell).detect(self._names())
+        operations = FabricOperations(self._fleet(), self._tell)
+        if self.line_rate_mbps is None:
+            return operations.detect(self._names())
+        return operations.detect(self._names(), self.line_rate_mbps)
 
     def plan(self, detection: Detection) -> FabricPlan:
         from sparksync.core.fabric.plan import make_plan
@@ -148,6 +152,24 @@ def fabric_health(report: FabricCheckReport | None) -> str | None:
     what = f"{len(flagged)} of {len(report.links)} links flagged" if flagged else "the cluster test flagged"
     word = "failing" if report.verdict is Verdict.failed else "degraded"
     return f"Fabric {word}: {what}" + (f" ({worst})" if worst else "")
+
+
+def tell_degraded(events: ClusterEvents, report: FabricCheckReport | None) -> bool:
+    """Tell ``events`` (the app's one door to notifications) once that ``report`` flagged links; False if not.
+
+    One event per check, naming its flagged links and the worst figure, so a check that flags eight links is
+    one notification, not eight.
+    """
+    if report is None or report.verdict not in (Verdict.degraded, Verdict.failed):
+        return False
+    flagged = [link for link in report.links if link.verdict in (Verdict.degraded, Verdict.failed)]
+    shown = [f"{link.a} ↔ {link.b}" for link in flagged[:2]]
+    if len(flagged) > 2:
+        shown.append(f"{len(flagged) - 2} more")
+    subject = ", ".join(shown) if shown else "the cluster test"
+    why = _slowest(report.problems) or report.summary()
+    events.fabric_link_degraded(subject, why)
+    return True
 
 
 def _slowest(problems: list[Measurement]) -> str:

@@ -286,7 +286,7 @@ def _ping_failure(link: FabricLink, loss: float | None, result: CommandResult) -
         return f"{loss:g} % of {link.mtu}-byte frames lost with don't-fragment"
     return (f"no {link.mtu}-byte frame with don't-fragment came back on {link.a.iface}: check the MTU on both ends "
             "and on the switch; where both twins share one L2 segment, replies may arrive on the twin "
-            "(set net.ipv4.conf.all.arp_ignore=1 and arp_announce=2 on the nodes)")
+            "unless each netdev has arp_ignore=1 and arp_announce=2, which 'sparksync cluster apply' sets")
 
 
 # --- iperf3 -------------------------------------------------------------------------------------------------

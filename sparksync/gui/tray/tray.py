@@ -138,12 +138,14 @@ class Tray(QObject):
         self._refresh_node_titles()
 
     def set_fabric_health(self, problem: str | None) -> None:
-        """The fabric's newest acceptance check: ``problem`` says how it is degraded (None: healthy)."""
+        """The fabric's newest acceptance check: ``problem`` says how it is degraded (None: healthy).
+
+        Shown only (icon, tooltip, menu line): the notification goes through the core's events door
+        (``tell_degraded``), which the window calls when a check flags links, tray or not.
+        """
         if problem == self.fabric_health:
             return
         self.fabric_health = problem
-        if problem:
-            self.notifier.notify("The cluster fabric is degraded", problem, "warning")
         self._build_menu()
         self.refresh()
 
