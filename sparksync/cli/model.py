@@ -149,7 +149,7 @@ def _print_report(report: CopyReport, as_json: bool) -> None:
         return
     click.echo(f"{report.name} ({_size(report.size_bytes)}) from {report.source} in {report.seconds:.1f} s:")
     for r in report.results:
-        how = f" from {r.source} ({r.route})" if r.source and r.state in ("copied", "repaired") else ""
+        how = f" from {r.source} ({r.route_detail or r.route})" if r.source and r.state in ("copied", "repaired") else ""
         extra = f"; re-copied {', '.join(r.recopied)}" if r.recopied else ""
         click.echo(f"  {r.node}: {r.state}{how}{extra}" + (f": {r.message}" if r.message else ""))
     if report.relayed:
