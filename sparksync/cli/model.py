@@ -151,7 +151,8 @@ def _print_report(report: CopyReport, as_json: bool) -> None:
     for r in report.results:
         how = f" from {r.source} ({r.route_detail or r.route})" if r.source and r.state in ("copied", "repaired") else ""
         extra = f"; re-copied {', '.join(r.recopied)}" if r.recopied else ""
-        click.echo(f"  {r.node}: {r.state}{how}{extra}" + (f": {r.message}" if r.message else ""))
+        said = r.message if r.message and r.message != r.route_detail else None
+        click.echo(f"  {r.node}: {r.state}{how}{extra}" + (f": {said}" if said else ""))
     if report.relayed:
         click.echo("Some copies were relayed through this computer: those nodes cannot ssh to each other yet.")
 

@@ -326,7 +326,8 @@ class ModelCopy:
             if repair is None and literal is not None and literal > 0:
                 self._record_rate(target, literal, seconds)
             state = "repaired" if repair is not None or recopied else "copied"
-            message = route.detail if route.kind == "relay" else None
+            # A relay, or node-to-node SSH that is not the fabric's: the faces say why.
+            message = route.detail if route.kind == "relay" or route.over == "management" else None
             self._emit(CopyEvent(target, "done", source, route.kind, plan.entry.size_bytes, plan.entry.size_bytes,
                                  message=message))  # fmt: skip
             log.info("%s to %s: %s", plan.name, target, ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
