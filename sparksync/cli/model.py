@@ -149,9 +149,10 @@ def _print_report(report: CopyReport, as_json: bool) -> None:
         return
     click.echo(f"{report.name} ({_size(report.size_bytes)}) from {report.source} in {report.seconds:.1f} s:")
     for r in report.results:
-        how = f" from {r.source} ({r.route})" if r.source and r.state in ("copied", "repaired") else ""
+        how = f" from {r.source} ({r.route_detail or r.route})" if r.source and r.state in ("copied", "repaired") else ""
         extra = f"; re-copied {', '.join(r.recopied)}" if r.recopied else ""
-        click.echo(f"  {r.node}: {r.state}{how}{extra}" + (f": {r.message}" if r.message else ""))
+        said = r.message if r.message and r.message != r.route_detail else None
+        click.echo(f"  {r.node}: {r.state}{how}{extra}" + (f": {said}" if said else ""))
     if report.relayed:
         click.echo("Some copies were relayed through this computer: those nodes cannot ssh to each other yet.")
 

@@ -99,6 +99,8 @@ class NodeResult:
     recopied: list[str] = field(default_factory=list)
     message: str | None = None
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each step
+    route_detail: str | None = None  # which way and why (e.g. why not over the fabric)
+    address: str | None = None  # where the source's ssh connected (an ssh route)
 
     @property
     def ok(self) -> bool:
@@ -323,12 +325,13 @@ class ModelCopy:
             if repair is None and literal is not None and literal > 0:
                 self._record_rate(target, literal, seconds)
             state = "repaired" if repair is not None or recopied else "copied"
-            message = route.detail if route.kind == "relay" else None
+            # A relay, or node-to-node SSH that is not the fabric's: the faces say why.
+            message = route.detail if route.kind == "relay" or route.over == "management" else None
             self._emit(CopyEvent(target, "done", source, route.kind, plan.entry.size_bytes, plan.entry.size_bytes,
                                  message=message))  # fmt: skip
             log.info("%s to %s: %s", plan.name, target, ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
             return NodeResult(target, state, source, route.kind, seconds, moved, literal, recopied or repair or [],
-                              message, phases)  # fmt: skip
+                              message, phases, route.detail, route.host)  # fmt: skip
         except CopyCancelled as exc:
             self._emit(CopyEvent(target, "cancelled", source, route.kind if route else None, message=str(exc)))
             return NodeResult(target, "cancelled", source, route.kind if route else None,
@@ -336,7 +339,8 @@ class ModelCopy:
         except SparkSyncError as exc:
             self._emit(CopyEvent(target, "failed", source, route.kind if route else None, message=str(exc)))
             return NodeResult(target, "failed", source, route.kind if route else None,
-                              time.monotonic() - started, message=str(exc))  # fmt: skip
+                              time.monotonic() - started, message=str(exc),
+                              route_detail=route.detail if route else None)  # fmt: skip
 
     def _verify(self, plan: _Plan, target: str, checked: list[str] | None = None) -> VerifyReply:
         request = VerifyRequest(name=plan.name, files=plan.manifest, staging=True, cached=checked or [])
@@ -356,9 +360,10 @@ class ModelCopy:
         total = sum(f.size for f in plan.manifest if f.path in set(files))
         clock = _Clock(target, source, route.kind, total, self._emit)
         if route.kind == "ssh":
-            assert route.target is not None
-            request = PushRequest(name=plan.name, host=route.target.host, port=route.target.port,
-                                  user=route.target.user, staging=staging, files=files, checksum=checksum)  # fmt: skip
+            assert route.host is not None and route.user is not None
+            request = PushRequest(name=plan.name, host=route.host, port=route.port, user=route.user,
+                                  identity_file=route.identity_file, staging=staging, files=files,
+                                  checksum=checksum)  # fmt: skip
             return self._push(source, request, clock)
         src_dir = self._entries[source].directory
         if route.kind == "relay":

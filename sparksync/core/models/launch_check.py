@@ -4,7 +4,10 @@ A recipe may name its model by its store name instead of a path:
 ``store:NAME`` always, or a plain ``NAME`` (``tiny``, ``org/name``) that some
 node lists. Each node then gets its own path (its store, its HF cache...).
 A node that lacks it is named before anything starts, with the time a copy
-would take at the copy rates measured so far; ``copy_model=True`` copies it
+would take: at the fabric bandwidth the newest ``sparksync cluster check``
+measured with iperf3 (the history's ``fabric_checks``) when there is one,
+else at the copy rates measured so far; the sentence says which.
+``copy_model=True`` copies it
 there first (``ModelCopy``: verified, fanned out). A name that no node has is
 left as it is (an engine such as vLLM may download a hub id itself).
 
@@ -15,6 +18,7 @@ engine's own (``-m``, ``--model-path``, vLLM's positional model).
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,10 +26,14 @@ from dataclasses import dataclass, field
 from sparksync_agent.protocol import RankLaunch, valid_model_name
 
 from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.fabric.check_history import FabricCheckHistory
+from sparksync.core.fabric.check_results import FabricCheckReport
 from sparksync.core.models.copy import CopyEvent, ModelCopy
 from sparksync.core.models.errors import CopyFailedError, ModelMissingError
 from sparksync.core.models.nodes import ModelMatrix, ModelNodes, build_matrix
 from sparksync.core.models.rates import CopyRates
+
+log = logging.getLogger(__name__)
 
 STORE_PREFIX = "store:"
 PLACEHOLDER = "/sparksync-model/"  # + the name; replaced on each node by its own path
@@ -52,6 +60,7 @@ class ModelNeed:
     size_bytes: int | None = None
     source: str | None = None  # a node that has it
     estimate_s: float | None = None  # the copy to the missing nodes, at the measured rates
+    estimate_basis: str | None = None  # which figures: "fabric check (...)" or "copy rates measured so far"
 
     def sentence(self) -> str:
         where = ", ".join(self.missing)
@@ -59,22 +68,55 @@ class ModelNeed:
         if self.source is None:
             return f"model {self.name}{size} is not on {where}, and no node has it to copy from: fetch it first"
         if self.estimate_s is not None:
-            eta = f"about {_duration(self.estimate_s)} at the copy rates measured so far"
+            eta = f"about {_duration(self.estimate_s)} at the {self.estimate_basis}"
         else:
             eta = "no copy to those nodes has been measured yet, so no estimate"
         return f"model {self.name}{size} is not on {where}; copying it from {self.source} takes {eta}"
 
 
-def needs(nodes: ModelNodes, plan_nodes: Mapping[str, list[str]], rates: CopyRates | None = None) -> list[ModelNeed]:
+COPY_RATES_BASIS = "copy rates measured so far"
+
+
+def needs(
+    nodes: ModelNodes,
+    plan_nodes: Mapping[str, list[str]],
+    rates: CopyRates | None = None,
+    checks: FabricCheckHistory | None = None,
+) -> list[ModelNeed]:
     """``plan_nodes``: each store model's name -> the nodes that run it. Nothing is copied."""
     if not plan_nodes:
         return []
     listing = build_matrix(nodes.listings(nodes.names()))
     rates = rates if rates is not None else CopyRates()
-    return [_need(nodes, listing, name, placed, rates) for name, placed in plan_nodes.items()]
+    fabric = _latest_check(checks if checks is not None else FabricCheckHistory())
+    return [_need(nodes, listing, name, placed, rates, fabric) for name, placed in plan_nodes.items()]
 
 
-def _need(nodes: ModelNodes, matrix: ModelMatrix, name: str, placed: list[str], rates: CopyRates) -> ModelNeed:
+def _latest_check(checks: FabricCheckHistory) -> FabricCheckReport | None:
+    try:
+        return checks.latest()
+    except (SparkSyncError, OSError) as exc:  # an estimate only: an unreadable history costs the estimate
+        log.debug("no fabric check for the copy estimate: %s", exc)
+        return None
+
+
+def fabric_rate(report: FabricCheckReport, node: str) -> float | None:
+    """Bytes per second into ``node`` by the check's iperf3: its slowest link's figure, else the cluster's slowest.
+
+    The check names nodes as they were called then; a node renamed since gets the cluster's slowest link.
+    """
+    figures = [(link, m.value) for link in report.links for m in link.figure("iperf3")
+               if m.value is not None and m.value > 0 and m.unit == "Gb/s"]  # fmt: skip
+    if not figures:
+        return None
+    own = [v for link, v in figures if node in (link.a.partition(":")[0], link.b.partition(":")[0])]
+    return min(own or [v for _link, v in figures]) * 1e9 / 8
+
+
+def _need(
+    nodes: ModelNodes, matrix: ModelMatrix, name: str, placed: list[str], rates: CopyRates,
+    fabric: FabricCheckReport | None = None,
+) -> ModelNeed:
     need = ModelNeed(name, placed, size_bytes=matrix.sizes.get(name))
     for node in placed:
         cell = matrix.cell(name, node)
@@ -85,11 +127,20 @@ def _need(nodes: ModelNodes, matrix: ModelMatrix, name: str, placed: list[str], 
     have = [c.name for c in matrix.nodes if matrix.cell(name, c.name).state == "present"]
     need.source = next((n for n in have if n in placed), have[0] if have else None)
     if need.missing and need.size_bytes:
-        measured = [_rate(nodes, rates, n) for n in need.missing]
+        measured: list[float | None] = []
+        if fabric is not None:
+            measured = [fabric_rate(fabric, n) for n in need.missing]
+            when = fabric.created_at.astimezone().strftime("%Y-%m-%d %H:%M")
+            need.estimate_basis = f"fabric bandwidth measured by iperf3 in `sparksync cluster check` ({when})"
+        if not measured or any(r is None for r in measured):
+            measured = [_rate(nodes, rates, n) for n in need.missing]
+            need.estimate_basis = COPY_RATES_BASIS
         if all(r is not None for r in measured):
             slowest = min(r for r in measured if r is not None)
             rounds = math.ceil(math.log2(len(need.missing) + 1))  # the tree: sources double each round
             need.estimate_s = need.size_bytes / slowest * rounds
+        else:
+            need.estimate_basis = None
     return need
 
 

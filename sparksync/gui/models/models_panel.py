@@ -231,7 +231,9 @@ class ModelsPanel(QWidget):
         bad = [f"{r.node}: {r.message or r.state}" for r in report.results if not r.ok]
         if bad:
             self._show_error(f"The copy of {report.name} did not reach every node: " + "; ".join(bad))
-        note = " (relayed through this computer: those nodes cannot ssh to each other yet)" if report.relayed else ""
+        # Why a copy did not go over the fabric (a relay, or the management network): the route says.
+        why = next((r.message for r in report.results if r.ok and r.message and r.route in ("relay", "ssh")), None)
+        note = f" ({why})" if why else ""
         self.status_message.emit(f"{report.name}: copied in {report.seconds:.1f} s{note}")
         self.copy_finished.emit(report)
         self.refresh()
