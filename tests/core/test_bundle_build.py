@@ -24,6 +24,8 @@ from sparksync.core.bundle import (
     Target,
     build_bundle,
     install_command,
+    pip_wheel,
+    venv_command,
     verify_bundle,
 )
 from sparksync.core.bundle.archive import unpack
@@ -109,7 +111,11 @@ def test_pip_resolves_the_agent_for_a_spark_from_the_bundle_alone(aarch64_bundle
     done = subprocess.run(cmd, capture_output=True, text=True, env=clean_pip_env(), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     would = done.stdout.split("Would install", 1)[1].split()
+    installer = pip_wheel(manifest)
+    assert installer is not None  # the bundle brings the pip that installs it
     for entry in manifest.files:
+        if entry.name == installer:
+            continue  # the installer, run from its wheel; not installed into the agent's venv
         name, version, _, _ = parse_wheel_filename(entry.name)
         assert f"{name}-{version}" in {w.lower().replace("_", "-") for w in would}, entry.name
 
@@ -119,8 +125,10 @@ def test_host_bundle_installs_offline_into_a_fresh_venv_and_the_agent_runs(host_
     folder = unpack(host_bundle, tmp_path / "unpacked")
     manifest = verify_bundle(host_bundle)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    assert venv_command(sys.executable, str(venv), manifest)[-2:] == ["--without-pip", str(venv)]
+    subprocess.run(venv_command(sys.executable, str(venv), manifest), check=True, timeout=300)
     install = install_command(str(venv / "bin" / "python"), str(folder), manifest)
+    assert install[1] == f"{folder}/{pip_wheel(manifest)}/pip"  # pip from the bundle, not ensurepip's
     done = subprocess.run(install, capture_output=True, text=True, env=clean_pip_env(), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     version = subprocess.run([str(venv / "bin" / "sparksync-agent"), "version"],

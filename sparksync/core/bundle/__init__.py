@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         BundleVerifyError,
         UnsupportedTargetError,
     )
-    from sparksync.core.bundle.install import install_command
+    from sparksync.core.bundle.install import install_command, pip_wheel, venv_command
     from sparksync.core.bundle.manifest import BundleManifest
     from sparksync.core.bundle.platforms import DEFAULT_PLATFORM, DEFAULT_PYTHON, PLATFORMS, PYTHONS, Target
     from sparksync.core.bundle.shipped import SHIPPED_TARGETS, find_shipped, is_frozen, shipped_dirs
@@ -52,6 +52,8 @@ _WHERE = {
     "BundleVerifyError": "errors",
     "UnsupportedTargetError": "errors",
     "install_command": "install",
+    "pip_wheel": "install",
+    "venv_command": "install",
     "BundleManifest": "manifest",
     "DEFAULT_PLATFORM": "platforms",
     "DEFAULT_PYTHON": "platforms",
@@ -89,7 +91,9 @@ __all__ = [
     "install_command",
     "is_frozen",
     "offline_message",
+    "pip_wheel",
     "shipped_dirs",
+    "venv_command",
     "verify_bundle",
 ]
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -22,6 +22,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from sparksync.core.bundle.archive import pack
 from sparksync.core.bundle.completeness import missing_requirements
 from sparksync.core.bundle.errors import BundleBuildError
+from sparksync.core.bundle.install import PIP_DISTRIBUTION
 from sparksync.core.bundle.manifest import (
     AGENT_DISTRIBUTION,
     AGENT_EXTRAS,
@@ -124,7 +125,8 @@ def _checked_agent_wheel(path: Path) -> Path:
 def download_wheels(target: Target, agent: Path, dest: Path) -> None:
     """Let pip resolve the agent and its GPU extra for ``target`` and save every wheel into ``dest``."""
     requirement = f"{agent}[{','.join(AGENT_EXTRAS)}]"
-    args = ["download", "--dest", str(dest), *target.pip_target_args(), requirement]
+    # pip itself rides along: the node installs with it instead of a venv's ensurepip (see install).
+    args = ["download", "--dest", str(dest), *target.pip_target_args(), requirement, PIP_DISTRIBUTION]
     run_pip(args, f"downloading wheels for {target.describe()}", markers=target.marker_environment())
     strays = sorted(p.name for p in dest.iterdir() if p.suffix != ".whl")
     if strays:

@@ -19,6 +19,7 @@ from sparksync_agent.protocol import HelloReply
 from sparksync_agent.state import Endpoint
 
 from sparksync.core.agents.client import AgentClient
+from sparksync.core.base.backoff import Backoff
 from sparksync.core.deploy.errors import HealthCheckError
 from sparksync.core.deploy.layout import LAYOUT, SERVICE_NAME
 from sparksync.core.deploy.remote import RemoteNode
@@ -31,7 +32,9 @@ log = logging.getLogger(__name__)
 
 CRASHES_BEFORE_GIVING_UP = 3
 HELLO_TIMEOUT_S = 5.0
-_POLL_S = 0.25
+# Each look costs SFTP reads (and, once the endpoint is there, a tunnel and a hello) on a node that
+# is busy starting the agent: look soon, then less often; jitter keeps eight nodes out of step.
+POLL = Backoff(first_s=0.1, factor=1.5, max_s=0.5, jitter=0.2)
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ def wait_for_agent(
     """Wait until a new agent answers hello with ``version``; HealthCheckError otherwise."""
     deadline = time.monotonic() + timeout_s
     last_problem = "it wrote no endpoint file"
+    delays = POLL.delays()
     while True:
         remote.check_cancel("waiting for the new agent to answer")
         endpoint = read_endpoint(remote)
@@ -107,7 +111,7 @@ def wait_for_agent(
                 f"the agent {version} did not answer within {timeout_s:g} s ({last_problem}); its log ends: "
                 f"{log_tail(remote, mode) or '(empty)'}"
             )
-        remote.pause(_POLL_S)
+        remote.pause(min(next(delays), max(0.0, deadline - time.monotonic())))
 
 
 def _crash_loop(remote: RemoteNode, mode: str) -> str | None:

@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from sparksync.core.bundle import install_command
+from sparksync.core.bundle import install_command, venv_command
 from sparksync.core.deploy import service
 from sparksync.core.deploy.bundles import BundleSource, ReadyBundle
 from sparksync.core.deploy.errors import DeployCancelled, DeployError, InstallError
@@ -208,7 +208,7 @@ class NodeDeploy:
         venv = f"{home}/{LAYOUT.venv(version)}"
         if facts.python is None:  # check_node refused such a node already
             raise InstallError(f"{self.name} has no python3 to make the agent's venv with")
-        self.killable([facts.python, "-m", "venv", venv], "making the venv")
+        self.killable(venv_command(facts.python, venv, bundle.manifest), "making the venv")
         self.report(Stage.INSTALLING, 0.5, f"installing {bundle.manifest.requirement()} (pip --no-index)")
         wheels = f"{home}/{unpacked}/{bundle.folder}"
         self.killable(install_command(f"{venv}/bin/python", wheels, bundle.manifest), "installing the agent")

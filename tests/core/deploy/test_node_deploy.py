@@ -95,10 +95,13 @@ class FakeRemote(RemoteNode):
         )
 
     def run_killable(self, argv, timeout, doing) -> CommandResult:
-        if "pip" in argv and self.node.cancel_at == "pip":
+        if "venv" in argv:
+            assert "--without-pip" in argv  # the bundle brings the pip that installs it
+        pip = "install" in argv and argv[1].endswith(".whl/pip")  # run from the bundle's pip wheel
+        if pip and self.node.cancel_at == "pip":
             self.cancel.set()
         self.check_cancel(doing)
-        if "pip" in argv:
+        if pip:
             self.node.venvs.add(argv[0].split("/")[-4])  # /home/x/<root>/versions/<v>/venv/bin/python
         return ok()
 
@@ -161,7 +164,10 @@ def fakes(monkeypatch):
 class Bundles:
     def __init__(self, version: str, target: Target = TARGET):
         manifest = SimpleNamespace(
-            agent_version=version, target=target, requirement=lambda: f"sparksync-agent=={version}"
+            agent_version=version,
+            target=target,
+            requirement=lambda: f"sparksync-agent=={version}",
+            files=[SimpleNamespace(name="pip-26.3-py3-none-any.whl")],
         )
         self.ready = ReadyBundle(
             Path(f"/c/sparksync-agent-{version}-linux-aarch64-py3.12.tar.gz"), manifest, "ab" * 32, 5 << 20
