@@ -14,12 +14,12 @@ from sparksync.core.fleet.problems import NodeProblem
 from sparksync.core.fleet.state import Cause, NodeState
 
 
-@pytest.mark.parametrize("name", ["local", "LOCAL", "this computer", "This  Computer", " local "])
+@pytest.mark.parametrize("name", ["local", "LOCAL", "this computer", "This  Computer", " local ", "this-computer"])
 def test_local_and_this_computer_name_one_node(name):
     assert is_local(name) and canonical_name(name) == LOCAL_NODE_NAME
 
 
-@pytest.mark.parametrize("name", ["spark-1", "localhost", "local-1", "this-computer"])
+@pytest.mark.parametrize("name", ["spark-1", "localhost", "local-1", "this-computer-2"])
 def test_other_names_are_their_own(name):
     assert not is_local(name) and canonical_name(name) == name
 
