@@ -44,3 +44,8 @@ def command_started() -> float:
     ctx = click.get_current_context(silent=True)
     started = ctx.meta.get(STARTED_KEY) if ctx is not None else None
     return started if started is not None else time.monotonic()
+
+
+def time_left(timeout: float) -> float:
+    """Seconds left of a whole-command ``--timeout`` (counted from the command's start; may be negative)."""
+    return timeout - (time.monotonic() - command_started())

@@ -29,6 +29,7 @@ from typing import Any
 import click
 from sparksync_agent.protocol import Reading, Sample, Snapshot
 
+from sparksync.cli.command_clock import time_left
 from sparksync.cli.fleet_status import report_json, reports_table
 from sparksync.core.agents import LOCAL_NODE_NAME, is_local
 from sparksync.core.base import SparkSyncError
@@ -103,7 +104,7 @@ def _paired_status(ctx: click.Context, names: list[str], as_json: bool, timeout:
     from sparksync.core.ssh import SshSettings, node_wait_budget
 
     # --timeout bounds the whole command: every SSH connect ends by then too.
-    budget = node_wait_budget(timeout)
+    budget = node_wait_budget(time_left(timeout))  # imports and start-up count
     with Fleet(settings=SshSettings.for_command(budget)) as fleet:
         reports = fleet.check_all([n for n in names if not is_local(n)] or None, with_snapshot=True,
                                   timeout=budget)  # fmt: skip

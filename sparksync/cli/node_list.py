@@ -25,6 +25,7 @@ from typing import Any
 
 import click
 
+from sparksync.cli.command_clock import time_left
 from sparksync.cli.fleet_status import list_table, status_json
 from sparksync.core.base import config_dir
 from sparksync.core.fleet import NodeState, NodeStateStore, NodeStatus, last_seen_text
@@ -50,7 +51,7 @@ def list_nodes(as_json: bool, check: bool, timeout: float) -> None:
         from sparksync.core.fleet import Fleet  # SSH and the keyring: only to reach the nodes
         from sparksync.core.ssh import SshSettings, node_wait_budget
 
-        budget = node_wait_budget(timeout)
+        budget = node_wait_budget(time_left(timeout))  # imports and start-up count
         with Fleet(settings=SshSettings.for_command(budget)) as fleet:
             fleet.check_all(timeout=budget)  # saves each node's state, read back below
     known = NodeStateStore().statuses(nodes)

@@ -293,8 +293,10 @@ def test_a_changed_host_key_and_a_stopped_sshd_show_as_offline_with_the_reason(l
 def test_the_fleet_reaches_this_computer_locally_and_the_paired_nodes_through_tunnels(lab_agents, client_key):
     ssh_lab, agents = lab_agents(2)
     with open_fleet(ssh_lab, client_key) as fleet:
-        assert fleet.names() == [LOCAL_NODE_NAME, *(n.name for n in ssh_lab.nodes)]
-        assert fleet.cluster() == [n.name for n in ssh_lab.nodes]  # this computer is beside the cluster
+        # this computer first, then the paired nodes (in the order they were paired: here concurrently)
+        names = fleet.names()
+        assert names[0] == LOCAL_NODE_NAME and sorted(names[1:]) == sorted(n.name for n in ssh_lab.nodes)
+        assert fleet.cluster() == names[1:]  # this computer is beside the cluster
         assert [fleet.agent(name).kind for name in fleet.names()] == ["local", "ssh", "ssh"]
         first, second = ssh_lab.nodes
         assert fleet.call(first.name, lambda c: c.snapshot()).info.hostname == ssh_lab.hostname(first)

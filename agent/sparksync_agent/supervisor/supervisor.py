@@ -168,8 +168,24 @@ class Supervisor:
 
     def _on_rank_change(self) -> None:
         self._save()
+        self._drop_ended_figures()
         if any(r.record.state is RankState.starting for r in self.ranks.values()):
             self._work_started.set()  # wakes the idle tokens scraper (a restart, a new rank)
+
+    def _drop_ended_figures(self) -> None:
+        """A rank that stopped running leaves the board at once, not at the scraper's next round.
+
+        Otherwise the samples of up to a second after its end would still carry its
+        tokens/s, and a baseline read at its end would miss figures that come later.
+        """
+        figures = self.board.figures
+        if figures is None:
+            return
+        live = {(r.record.workload_id, r.name) for r in self.ranks.values()
+                if r.record.state in (RankState.starting, RankState.ready)}  # fmt: skip
+        kept = [f for f in figures if (f.workload_id, f.name) in live]
+        if len(kept) != len(figures):
+            self.board.figures = kept or None
 
     def _save(self) -> None:
         self.store.save([r.record for r in self.ranks.values()])

@@ -26,7 +26,7 @@ def test_a_typed_host_is_checked_against_what_the_apps_discovery_saw(loopback_ss
     actions.discovery = discovery
     asked: list[str] = []
     with global_keyring(MemoryKeyring()), pytest.raises(HostKeyMismatchError) as caught:
-        actions.pair_function(
+        actions.pair(
             PairRequest("127.0.0.1", "root", port=loopback_sshd.port),
             password=lambda: asked.append("password") or "unused",
             confirm=lambda fp: asked.append(fp) or True,
