@@ -40,7 +40,7 @@ class Sampler:
         self.ring = SampleRing(ring_capacity(sample_hz))
         self._latest_json = b""
         self._latest: Sample | None = None  # decoded on demand: most samples are only streamed
-        self._waiters: list[asyncio.Future[bool]] = []
+        self._waiters: list[tuple[asyncio.Future[bool], asyncio.TimerHandle]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._deadline = 0.0
         self._second_hooks: list[Callable[[], None]] = []
@@ -57,7 +57,8 @@ class Sampler:
         """Collect, encode and store one sample; wakes every waiting stream."""
         seq = self.ring.last_seq + 1
         members = self.collectors.collect_json(time.monotonic())
-        encoded = b'{"seq":%d,"ts":%r%s}' % (seq, time.time(), b"".join(b"," + m for m in members))
+        members.insert(0, b'{"seq":%d,"ts":%r' % (seq, time.time()))
+        encoded = b",".join(members) + b"}"
         self.ring.append(seq, encoded)
         self._latest_json, self._latest = encoded, None
         self.wake()
@@ -65,20 +66,21 @@ class Sampler:
     def wake(self) -> None:
         """Wake every waiting stream (on a new sample, or so they see a shutdown)."""
         waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
+        for waiter, expiry in waiters:
+            expiry.cancel()
             if not waiter.done():  # a stream whose client left is cancelled already
                 waiter.set_result(True)
 
-    async def wait_for_sample(self, timeout: float) -> bool:
-        """Wait until the next sample lands; False on timeout."""
+    def wait_for_sample(self, timeout: float) -> asyncio.Future[bool]:
+        """A future that is True once the next sample lands, False on timeout.
+
+        A bare future rather than a coroutine: the stream awaits it at every sample, and
+        the coroutine frame around it was a share of what waking a stream costs.
+        """
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bool] = loop.create_future()
-        self._waiters.append(waiter)
-        expiry = loop.call_later(timeout, _expire, waiter)
-        try:
-            return await waiter
-        finally:
-            expiry.cancel()
+        self._waiters.append((waiter, loop.call_later(timeout, _expire, waiter)))
+        return waiter
 
     def every_second(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` from the sampling tick about once a second."""

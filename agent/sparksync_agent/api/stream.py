@@ -95,7 +95,8 @@ class SampleEventStream(Response):
                         b"event: lost\ndata: %s\n\n" % json.dumps({"lost": lost, "since": last}).encode(),
                     )
                 for seq, data in items:
-                    await _send(send, b"id: %d\nevent: sample\ndata: %s\n\n" % (seq, data))
+                    chunk = b"id: %d\nevent: sample\ndata: %s\n\n" % (seq, data)
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
                     last = seq
                 # Sends can wait on a slow client, and samples may have landed meanwhile.
                 if sampler.ring.last_seq == last and not await sampler.wait_for_sample(PING_SECONDS):

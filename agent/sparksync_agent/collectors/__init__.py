@@ -58,6 +58,11 @@ class CollectorSet:
         self._active = list(collectors)
         self._disabled: dict[str, str] = {}
         self._names = [c.name for c in collectors]
+        # (collector, b'"field":') for the sampling path: built once, not per sample.
+        self._encoders = self._prefixed()
+
+    def _prefixed(self) -> tuple[tuple[Collector, bytes], ...]:
+        return tuple((c, b'"%s":' % c.field.encode()) for c in self._active)
 
     def collect(self, now: float) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -71,14 +76,14 @@ class CollectorSet:
     def collect_json(self, now: float) -> list[bytes]:
         """Each present field as ``"name":<json>``, ready to join into a Sample object."""
         members: list[bytes] = []
-        for collector in list(self._active):
+        for collector, prefix in self._encoders:  # a tuple: _disable may replace it meanwhile
             try:
                 encoded = collector.encode(now)
             except Exception as exc:  # noqa: BLE001 - any failure disables just this collector
                 self._disable(collector, exc)
                 continue
             if encoded is not None:
-                members.append(b'"%s":%s' % (collector.field.encode(), encoded))
+                members.append(prefix + encoded)
         return members
 
     def states(self) -> list[CollectorState]:
@@ -99,6 +104,7 @@ class CollectorSet:
         log.warning("collector %s failed and is disabled: %s", collector.name, reason)
         self._disabled[collector.name] = reason
         self._active.remove(collector)
+        self._encoders = self._prefixed()
         try:
             collector.close()
         except Exception:  # noqa: BLE001

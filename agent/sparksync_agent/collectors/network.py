@@ -173,6 +173,8 @@ class NetworkCollector(Collector):
         self._links_at: float | None = None
         self._previous: dict[bytes, tuple[int, ...]] = {}
         self._previous_at = 0.0
+        # Interface -> (link head, counters, JSON entry) of those whose counters stood still.
+        self._still: dict[bytes, tuple[bytes, tuple[int, ...], bytes]] = {}
 
     def sample(self, now: float) -> list[NetInterfaceSample]:
         return _INTERFACES.validate_json(self.encode(now))
@@ -183,12 +185,22 @@ class NetworkCollector(Collector):
             self._refresh_links(now, counters)
         previous, self._previous = self._previous, counters
         dt, self._previous_at = now - self._previous_at, now
-        links, encoded = self._links, []
+        links, encoded, still, self._still = self._links, [], self._still, {}
         for name, values in counters.items():
             old = previous.get(name)
+            head = links[name].json_head
+            if old == values:
+                # No traffic since the previous sample (idle ports are most of a node's list):
+                # all rates are 0, so the entry is the one written last time it stood still.
+                entry = still.get(name)
+                if entry is None or entry[0] is not head or entry[1] != values:
+                    entry = (head, values, head + _COUNTERS_JSON % (0.0, 0.0, 0.0, 0.0, *values[2:4], *values[6:8]))
+                self._still[name] = entry
+                encoded.append(entry[2])
+                continue
             # A new interface (or the first sample) has no rate yet: 0, not a since-boot figure.
             rates = rates_per_s(old, values, dt) if old is not None else (0.0, 0.0, 0.0, 0.0)
-            encoded.append(links[name].json_head + _COUNTERS_JSON % (*rates, *values[2:4], *values[6:8]))
+            encoded.append(head + _COUNTERS_JSON % (*rates, *values[2:4], *values[6:8]))
         return b"[%s]" % b",".join(encoded)
 
     def close(self) -> None:
