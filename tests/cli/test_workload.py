@@ -92,7 +92,8 @@ def test_list_shows_the_efficiency_of_a_training_run_against_its_baseline(monkey
         "group": "train-1", "recipe": "train", "nodes": 2, "baseline_key": key,
         "setup": "train: --nproc_per_node 1 train.py --batch 32", "tokens_per_s": 1900.0,
         "baseline_tokens_per_s": 1000.0, "baseline_source": "user", "efficiency": 0, "speedup": 0, "note": None,
-        "flag": None,
+        "flag": None, "flags": [], "baseline_node_id": None, "baseline_agent_version": None,
+        "baseline_torch_version": None,
     }  # fmt: skip
 
 
@@ -157,6 +158,44 @@ def test_an_efficiency_above_105_percent_is_flagged_with_what_to_do(monkeypatch)
     [group] = json.loads(invoke("workload", "list", "--json").output)["workloads"][0]["scaling"]
     assert group["flag"]["kind"] == "efficiency_above_100"
     assert "re-measure the one-node baseline" in group["flag"]["action"]
+
+
+def test_a_baseline_measured_under_other_software_is_flagged_with_what_to_do(monkeypatch):
+    from sparksync_agent.protocol import RankState
+
+    from sparksync.core.workloads.baseline import BaselineStore, key_of
+    from tests.core.workloads.baseline_fakes import TrainingAgents, training_record
+
+    # The baseline: a one-node run with torch 2.5.1, recorded when it ended.
+    solo, solo_argv = training_record("solo", 1)
+    WorkloadStore().add(solo)
+    one = TrainingAgents(solo, solo_argv, state=RankState.exited)
+    one.history, one.torch = {"spark-1": [1000.0]}, {"spark-1": "2.5.1"}
+    _fake_nodes(monkeypatch, one)
+    assert invoke("workload", "watch", "solo").exit_code == 0
+    [stored] = BaselineStore().list()
+    assert stored.source == "measured" and stored.torch_version == "2.5.1"
+
+    # The same training on two nodes that run torch 2.6.0 now.
+    record, argv = training_record("train-new", 2)
+    assert key_of("train", argv["spark-1"]) == stored.key  # the same setup, placed otherwise
+    WorkloadStore().add(record)
+    two = TrainingAgents(record, argv)
+    two.history, two.torch = {"spark-1": [950.0], "spark-2": [950.0]}, {"spark-1": "2.6.0", "spark-2": "2.6.0"}
+    _fake_nodes(monkeypatch, two)
+
+    text = invoke("workload", "list").output
+    assert ("95.0% (1.90x of 1,000 tok/s) FLAGGED: stale baseline (torch 2.5.1 then, 2.6.0 now), "
+            "re-measure it on one of these nodes with this software") in text, text
+    docs = json.loads(invoke("workload", "list", "--json").output)["workloads"]
+    [group] = next(d for d in docs if d["workload_id"] == "train-new")["scaling"]
+    assert group["flag"]["kind"] == "stale_baseline" and group["baseline_torch_version"] == "2.5.1"
+    assert "torch 2.5.1 then, 2.6.0 now" in group["flag"]["reason"]
+    assert "re-measure the one-node baseline" in group["flag"]["action"]
+
+    # A figure the user sets says nothing of where it came from: no stale flag.
+    invoke("workload", "baseline", "set", stored.key, "1000")
+    assert "FLAGGED" not in invoke("workload", "list").output
 
 
 def test_a_workload_failed_over_an_hour_ago_leaves_the_default_list_and_prune_drops_it(monkeypatch):

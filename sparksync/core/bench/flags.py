@@ -18,6 +18,7 @@ run tables and every export, the CLI and the app.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -67,30 +68,36 @@ def spread_flag(mean: float | None, std: float | None, what: str) -> FigureFlag 
     )  # fmt: skip
 
 
+def version_differences(pairs: Iterable[tuple[str, str | None, str | None]]) -> list[str]:
+    """'engine version 1 then, 2 now' for each (what, then, now) whose both sides are known and differ."""
+    return [f"{what} {old} then, {new} now" for what, old, new in pairs if old and new and old != new]
+
+
+def stale_flag(baseline: str, differences: Sequence[str]) -> FigureFlag | None:
+    """The stale-baseline flag of ``baseline`` (its label, for people) given what differs now."""
+    if not differences:
+        return None
+    return FigureFlag(
+        kind="stale_baseline",
+        reason=f"{baseline} is older than what it is compared with: " + "; ".join(differences),
+        action="re-measure the one-node baseline with the software and nodes of this run",
+    )
+
+
 def stale_baseline_flag(baseline: RunRecord, run: RunRecord) -> FigureFlag | None:
     """A baseline whose software or hardware differs from the run compared with it."""
     if baseline is run or baseline.id is not None and baseline.id == run.id:
         return None
-    differences = []
-    for what, old, new in (
+    differences = version_differences((
         ("engine version", baseline.context.engine_version, run.context.engine_version),
         ("recipe version", baseline.context.recipe_version, run.context.recipe_version),
         ("engine", baseline.context.engine, run.context.engine),
         ("llama-benchy", baseline.benchy_version, run.benchy_version),
-    ):
-        if old and new and old != new:
-            differences.append(f"{what} {old} then, {new} now")
+    ))  # fmt: skip
     if baseline.context.nodes and run.context.nodes and not set(baseline.context.nodes) & set(run.context.nodes):
         differences.append(f"it ran on {', '.join(baseline.context.nodes)}, none of this run's nodes")
-    if not differences:
-        return None
     when = baseline.created_at.strftime("%Y-%m-%d")
-    return FigureFlag(
-        kind="stale_baseline",
-        reason=f"the baseline (run {baseline.id}, {when}) is older than what it is compared with: "
-               + "; ".join(differences),
-        action="re-measure the one-node baseline with the software and nodes of this run",
-    )  # fmt: skip
+    return stale_flag(f"the baseline (run {baseline.id}, {when})", differences)
 
 
 def row_spread_flags(row: SuiteRow) -> list[FigureFlag]:

@@ -20,7 +20,13 @@ with its setup.
 A baseline is recorded by itself when a one-node training workload ends or
 is stopped (the median of the tokens/s its node's telemetry still holds), or
 set by the user (``sparksync workload baseline set KEY TOK/S``). The newest
-wins either way. One versioned pydantic file, written atomically under a
+wins either way. A measured baseline also keeps what it ran on: its node's
+stable id (the name beside it is a label) and the software its node's agent
+reported (the SparkSync agent's version, torch's when the engine check found
+it), so a run on other nodes or other software is flagged against it
+(training_scaling.py); a user's figure has none of that and is never flagged
+for it. Format 2 added those fields; a format-1 file reads as it is and the
+next write is format 2. One versioned pydantic file, written atomically under a
 lock; a file from a newer SparkSync is never overwritten.
 """
 
@@ -33,11 +39,13 @@ import shlex
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sparksync_agent.atomic import write_atomic
+from sparksync_agent.protocol import Snapshot
 
 from sparksync.core.base.file_lock import exclusive_lock
 from sparksync.core.base.paths import data_dir, ensure_dir
@@ -45,9 +53,10 @@ from sparksync.core.workloads.errors import WorkloadError
 
 log = logging.getLogger(__name__)
 
-BASELINES_VERSION = 1
+BASELINES_VERSION = 2  # 2: node_id, node, agent_version, torch_version
 BASELINES_FILE = "training_baselines.json"
 TRAINING_ROLE = "torchrun"  # the role of every torchrun rank (commands/torchrun.py)
+TORCH_CHECK = "python:torch"  # the agent's engine check that finds torch (engines/detect.py)
 
 # torchrun options that say where a run is placed, not what it trains; each takes a value
 # except --standalone. Both spellings (- and _) and the --opt=value form are accepted by torchrun.
@@ -74,6 +83,24 @@ class Baseline(BaseModel):
     workload_id: str | None = Field(None, description="The one-node workload it was measured on.")
     samples: int | None = Field(None, description="How many telemetry figures the median was taken of.")
     recorded_at: float = Field(default_factory=time.time)
+    node_id: str | None = Field(None, description="The stable id of the node it was measured on.")
+    node: str | None = Field(None, description="That node's name then: a label, never compared.")
+    agent_version: str | None = Field(None, description="The SparkSync agent its node ran.")
+    torch_version: str | None = Field(None, description="The torch its node had, when the agent found it.")
+
+
+@dataclass(frozen=True)
+class NodeSoftware:
+    """What a node's agent says it runs: the part of a training setup a baseline is stale against."""
+
+    agent_version: str | None = None
+    torch_version: str | None = None
+
+    @classmethod
+    def of(cls, snapshot: Snapshot) -> NodeSoftware:
+        checks = snapshot.engines.checks if snapshot.engines is not None else []
+        torch = next((c.version for c in checks if c.name == TORCH_CHECK and c.available), None)
+        return cls(agent_version=snapshot.info.agent_version or None, torch_version=torch)
 
 
 class BaselinesFile(BaseModel):
@@ -146,6 +173,7 @@ class BaselineStore:
         with exclusive_lock(self.path.with_name(self.path.name + ".lock")):
             data = self._read()
             yield data
+            data.version = BASELINES_VERSION  # an older file is written back in this format
             write_atomic(self.path, data.model_dump_json(indent=2) + "\n", mode=0o600)
 
     def _read(self) -> BaselinesFile:

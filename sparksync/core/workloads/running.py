@@ -19,6 +19,7 @@ from sparksync_agent.protocol import LogPage, RankState, RankStatus, Snapshot, W
 from sparksync.core.agents.client import LogItem
 from sparksync.core.base.errors import AgentRequestError, SparkSyncError
 from sparksync.core.agents.link import NodeAgents
+from sparksync.core.workloads.baseline import NodeSoftware
 from sparksync.core.workloads.errors import WorkloadError
 from sparksync.core.workloads.workload_store import RankRef, WorkloadRecord
 
@@ -206,6 +207,7 @@ class WorkloadTokens:
     """The workload's live figures, from its nodes' latest telemetry samples."""
 
     ranks: list[WorkloadFigures] = field(default_factory=list)
+    software: dict[str, NodeSoftware] = field(default_factory=dict)  # node name -> what its agent runs
 
     @property
     def decode_tps(self) -> float | None:
@@ -266,11 +268,14 @@ def ended_at(current: WorkloadView) -> float:
 def tokens(agents: NodeAgents, record: WorkloadRecord) -> WorkloadTokens:
     answers = parallel(record.nodes(), lambda node: agents.call(node, lambda client: client.snapshot()))
     figures = []
-    for answer in answers.values():
-        if not isinstance(answer, Snapshot) or answer.latest is None:
+    software = {}
+    for node, answer in answers.items():
+        if not isinstance(answer, Snapshot):
             continue  # a node that could not be asked adds nothing
-        figures += [f for f in answer.latest.workloads or [] if f.workload_id == record.workload_id]
-    return WorkloadTokens(figures)
+        software[node] = NodeSoftware.of(answer)
+        if answer.latest is not None:
+            figures += [f for f in answer.latest.workloads or [] if f.workload_id == record.workload_id]
+    return WorkloadTokens(figures, software)
 
 
 # --- watching -------------------------------------------------------------------------------

@@ -7,20 +7,32 @@ with the bench's formula (bench/report.py), so both read alike:
     speed-up = aggregate / baseline;  efficiency = aggregate / (N x baseline)
 
 A one-node group has no scaling to show; its figures become the baseline
-when it ends or is stopped (:func:`record_baselines`).
+when it ends or is stopped (:func:`record_baselines`), with the stable id of
+its node and the software its agent reported. Two flags say when the
+efficiency should not be believed (bench/flags.py): above 105 %, and a
+measured baseline older than what it is compared with (the group runs on
+none of the baseline's node, or its nodes run another agent or torch). A
+user's baseline says nothing of where it came from and is not flagged stale.
 """
 
 from __future__ import annotations
 
 import logging
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from sparksync.core.bench.flags import FigureFlag, efficiency_flag
+from sparksync.core.bench.flags import FigureFlag, efficiency_flag, stale_flag, version_differences
 from sparksync.core.bench.report import efficiency, speedup
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.agents.link import NodeAgents
-from sparksync.core.workloads.baseline import TRAINING_ROLE, Baseline, BaselineStore, key_of, setup_of
+from sparksync.core.workloads.baseline import (
+    TRAINING_ROLE,
+    Baseline,
+    BaselineStore,
+    NodeSoftware,
+    key_of,
+    setup_of,
+)
 from sparksync.core.workloads.running import WorkloadTokens, WorkloadView, view
 from sparksync.core.workloads.workload_store import WorkloadRecord
 
@@ -41,14 +53,37 @@ class GroupScaling:
     speedup: float | None = None
     efficiency: float | None = None
     problem: str | None = None  # the baseline file could not be read
+    node_ids: list[str] = field(default_factory=list)  # the stable ids of its nodes that are known
+    software: list[NodeSoftware] = field(default_factory=list)  # what each node that answered runs
 
     @property
     def flag(self) -> FigureFlag | None:
-        """An efficiency above 105 %: the baseline is suspect, not the cluster a marvel."""
+        """The first of :attr:`flags` (the one a one-line view shows first)."""
+        return next(iter(self.flags), None)
+
+    @property
+    def flags(self) -> list[FigureFlag]:
+        """Why the efficiency should not be believed as it stands, and what to do about each."""
         if self.baseline is None:
-            return None
-        return efficiency_flag(self.efficiency, self.nodes, f"the baseline {self.key} "
-                               f"({self.baseline.tokens_per_s:,.0f} tok/s, {self.baseline.source})")
+            return []
+        label = f"the baseline {self.key} ({self.baseline.tokens_per_s:,.0f} tok/s, {self.baseline.source})"
+        found = [efficiency_flag(self.efficiency, self.nodes, label),
+                 stale_flag(label, self.stale_differences()) if self.efficiency is not None else None]  # fmt: skip
+        return [f for f in found if f is not None]
+
+    def stale_differences(self) -> list[str]:
+        """What differs between the measured baseline's node and software and this group's."""
+        base = self.baseline
+        if base is None or base.source != "measured":  # a user's figure says nothing of where it ran
+            return []
+        differences = []
+        if base.node_id and self.node_ids and base.node_id not in self.node_ids:
+            differences.append(f"it ran on {base.node or base.node_id}, none of this group's nodes")
+        differences += version_differences((what, then, ", ".join(now) or None) for what, then, now in (
+            ("SparkSync agent", base.agent_version, sorted({s.agent_version for s in self.software if s.agent_version})),
+            ("torch", base.torch_version, sorted({s.torch_version for s in self.software if s.torch_version})),
+        ))  # fmt: skip
+        return differences
 
     @property
     def note(self) -> str | None:
@@ -69,8 +104,11 @@ class GroupScaling:
         """One short cell: '97.4% (7.79x of 8,737 tok/s)', or why not."""
         if self.efficiency is not None and self.speedup is not None and self.baseline is not None:
             text = f"{self.efficiency:.1%} ({self.speedup:.2f}x of {self.baseline.tokens_per_s:,.0f} tok/s)"
-            if self.flag is not None:
+            if any(f.kind == "efficiency_above_100" for f in self.flags):
                 text += f" FLAGGED: above 105%, re-measure the baseline (`workload baseline set {self.key}`)"
+            if any(f.kind == "stale_baseline" for f in self.flags):
+                text += (f" FLAGGED: stale baseline ({'; '.join(self.stale_differences())}), re-measure it "
+                         "on one of these nodes with this software")  # fmt: skip
             return text
         if self.nodes < 2:
             return "1 node (baseline)"
@@ -84,6 +122,10 @@ class GroupScaling:
             "baseline_source": self.baseline.source if self.baseline else None,
             "speedup": self.speedup, "efficiency": self.efficiency, "note": self.note,
             "flag": self.flag.model_dump() if self.flag else None,
+            "flags": [f.model_dump() for f in self.flags],
+            "baseline_node_id": self.baseline.node_id if self.baseline else None,
+            "baseline_agent_version": self.baseline.agent_version if self.baseline else None,
+            "baseline_torch_version": self.baseline.torch_version if self.baseline else None,
         }  # fmt: skip
 
 
@@ -97,10 +139,12 @@ def training_groups(view: WorkloadView) -> list[GroupScaling]:
             continue
         argv = next((r.status.argv for r in sorted(ranks, key=lambda r: r.ref.rank)
                      if r.status is not None and r.status.argv), None)  # fmt: skip
-        nodes = len({r.ref.node for r in ranks})
+        names = sorted({r.ref.node for r in ranks})
         key = key_of(recipe, argv) if argv else None
         setup = setup_of(recipe, argv) if argv else None
-        found.append(GroupScaling(group=group, recipe=recipe, nodes=nodes, key=key, setup=setup))
+        ids = [view.record.node_ids[n] for n in names if n in view.record.node_ids]
+        found.append(GroupScaling(group=group, recipe=recipe, nodes=len(names), key=key, setup=setup,
+                                  node_ids=ids if len(ids) == len(names) else []))  # fmt: skip
     return found
 
 
@@ -115,6 +159,7 @@ def scaling(view: WorkloadView, tokens: WorkloadTokens, store: BaselineStore) ->
     for item in groups:
         item.problem = problem
         item.tokens_per_s = tokens.group_tps(item.group)
+        item.software = [tokens.software[n] for n in _group_nodes(view, item.group) if n in tokens.software]
         item.baseline = known.get(item.key) if item.key else None
         if item.nodes >= 2 and item.baseline is not None:
             item.speedup = speedup(item.tokens_per_s, item.baseline.tokens_per_s)
@@ -141,11 +186,15 @@ def record_baselines(
         old = store.get(item.key)
         if old is not None and old.workload_id == view.workload_id:
             continue
-        values = _history(agents, ranks[0].ref.node, view.workload_id, item.group)
+        node = ranks[0].ref.node
+        values = _history(agents, node, view.workload_id, item.group)
         if not values:
             continue
+        software, agent_id = _software(agents, node)
         baseline = Baseline(key=item.key, tokens_per_s=statistics.median(values), source="measured",
-                            setup=item.setup, workload_id=view.workload_id, samples=len(values))  # fmt: skip
+                            setup=item.setup, workload_id=view.workload_id, samples=len(values),
+                            node_id=view.record.node_ids.get(node) or agent_id, node=node,
+                            agent_version=software.agent_version, torch_version=software.torch_version)  # fmt: skip
         store.put(baseline)
         log.info("one-node baseline %s: %.1f tok/s (median of %d figures from %s)",
                  item.key, baseline.tokens_per_s, len(values), view.workload_id)  # fmt: skip
@@ -165,6 +214,20 @@ def record_before_stop(agents: NodeAgents, record: WorkloadRecord, store: Baseli
     except SparkSyncError as exc:
         log.warning("no baseline recorded for %s: %s", record.workload_id, exc)
         return []
+
+
+def _group_nodes(view: WorkloadView, group: str) -> list[str]:
+    return sorted({r.ref.node for r in view.ranks if r.ref.group == group and r.ref.role == TRAINING_ROLE})
+
+
+def _software(agents: NodeAgents, node: str) -> tuple[NodeSoftware, str | None]:
+    """What the node's agent runs, and the node id it reports; nothing known when it cannot be asked."""
+    try:
+        snapshot = agents.call(node, lambda client: client.snapshot())
+    except SparkSyncError as exc:
+        log.warning("cannot ask %s what it runs, for its baseline: %s", node, exc)
+        return NodeSoftware(), None
+    return NodeSoftware.of(snapshot), snapshot.info.node_id or None
 
 
 def _history(agents: NodeAgents, node: str, workload_id: str, group: str) -> list[float]:

@@ -59,8 +59,10 @@ class WorkloadTable(QTreeWidget):
         item = QTreeWidgetItem(self, [view.workload_id, ", ".join(view.record.nodes()), view.state, rate,
                                       endpoints, scaling])  # fmt: skip
         item.setData(0, ID_ROLE, view.workload_id)
-        item.setToolTip(5, "\n".join(f"{s.group} ({s.key or 'setup unknown'}): {s.setup or ''}"
-                                      for s in row.scaling))  # fmt: skip
+        # Each flag in full (reason and what to do): the cell only has room for its short form.
+        item.setToolTip(5, "\n".join([f"{s.group} ({s.key or 'setup unknown'}): {s.setup or ''}"
+                                       for s in row.scaling]
+                                      + [f"⚠ {s.group}: {f.text()}" for s in row.scaling for f in s.flags]))  # fmt: skip
         _colour(item, view.state)
         return item
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import time
 
 from sparksync_agent.protocol import (
+    AGENT_VERSION,
+    EngineCheck,
+    EngineReport,
     NodeInfo,
     RankState,
     RankStatus,
@@ -53,6 +56,9 @@ class TrainingAgents:
         self.record, self.argv, self.state = record, argv, state
         self.history: dict[str, list[float | None]] = {}
         self.telemetry_reads = 0
+        self.torch: dict[str, str] = {}  # node -> the torch version its engine check finds
+        self.agent_version: dict[str, str] = {}  # node -> its agent's version (default: this one's)
+        self.node_id: dict[str, str] = {}  # node -> the node id its agent reports (default: its name)
 
     def call(self, node, action):
         return action(_Client(self, node))
@@ -79,11 +85,17 @@ class _Client:
         return WorkloadStatus(workload_id=workload_id, ranks=ranks)
 
     def snapshot(self) -> Snapshot:
-        info = NodeInfo(node_id=self.node, hostname=self.node, arch="aarch64", os="linux", kernel="6",
-                        cpu_count=20, boot_time=0.0)  # fmt: skip
+        info = NodeInfo(node_id=self.agents.node_id.get(self.node, self.node), hostname=self.node,
+                        arch="aarch64", os="linux", kernel="6", cpu_count=20, boot_time=0.0,
+                        agent_version=self.agents.agent_version.get(self.node, AGENT_VERSION))  # fmt: skip
         values = self.agents.history.get(self.node) or [None]
         latest = self.agents.sample(self.node, len(values), values[-1])
-        return Snapshot(info=info, run_id="run", sample_hz=1.0, latest=latest)
+        torch = self.agents.torch.get(self.node)
+        engines = None if torch is None else EngineReport(checked_at=0.0, checks=[
+            EngineCheck(name="torchrun", kind="binary", available=True),
+            EngineCheck(name="python:torch", kind="python", available=True, version=torch),
+        ])  # fmt: skip
+        return Snapshot(info=info, run_id="run", sample_hz=1.0, latest=latest, engines=engines)
 
     def telemetry(self, since: int, limit: int | None = None) -> TelemetryPage:
         self.agents.telemetry_reads += 1

@@ -116,6 +116,90 @@ def test_stopping_records_it_while_it_runs_and_the_newest_figure_wins(tmp_path):
     assert store.get(key).setup == stored.setup  # a user's figure keeps the setup it stands for
 
 
+def test_a_measured_baseline_keeps_its_nodes_id_and_software(tmp_path):
+    record, argv = training_record("w1", 1)
+    record = record.model_copy(update={"node_ids": {"spark-1": "a1b2c3d4e5f6a7b8"}})
+    agents = TrainingAgents(record, argv, state=RankState.exited)
+    agents.history["spark-1"] = [500.0]
+    agents.torch["spark-1"] = "2.5.1"
+    agents.agent_version["spark-1"] = "0.9.0"
+    [stored] = record_baselines(agents, running.view(agents, record), BaselineStore(tmp_path / "b.json"))
+    assert (stored.node_id, stored.node) == ("a1b2c3d4e5f6a7b8", "spark-1")  # the id, the name a label
+    assert (stored.agent_version, stored.torch_version) == ("0.9.0", "2.5.1")
+
+
+def test_without_an_id_in_the_record_the_agents_own_node_id_is_kept(tmp_path):
+    record, argv = training_record("w1", 1)
+    agents = TrainingAgents(record, argv, state=RankState.exited)
+    agents.history["spark-1"] = [500.0]
+    agents.node_id["spark-1"] = "0f0f0f0f0f0f0f0f"
+    [stored] = record_baselines(agents, running.view(agents, record), BaselineStore(tmp_path / "b.json"))
+    assert stored.node_id == "0f0f0f0f0f0f0f0f" and stored.torch_version is None  # no engine check yet
+
+
+# --- the stale-baseline flag --------------------------------------------------------------------
+
+
+def _two_node_run(tmp_path, **baseline):
+    """A two-node run at 97.4 % of a measured baseline taken on 'id-one' with agent 0.9.0 and torch 2.5.1."""
+    record, argv = training_record("w2", 2)
+    record = record.model_copy(update={"node_ids": {"spark-1": "id-one", "spark-2": "id-two"}})
+    agents = TrainingAgents(record, argv)
+    agents.history = {"spark-1": [487.0], "spark-2": [487.0]}
+    agents.torch = {"spark-1": "2.5.1", "spark-2": "2.5.1"}
+    agents.agent_version = {"spark-1": "0.9.0", "spark-2": "0.9.0"}
+    store = BaselineStore(tmp_path / "b.json")
+    store.put(Baseline(**{"key": key_of("train", argv["spark-1"]), "tokens_per_s": 500.0, "source": "measured",
+                          "node_id": "id-one", "node": "spark-1", "agent_version": "0.9.0",
+                          "torch_version": "2.5.1", **baseline}))  # fmt: skip
+    return agents, store
+
+
+def test_the_same_nodes_and_software_are_not_flagged(tmp_path):
+    agents, store = _two_node_run(tmp_path)
+    [group] = scaling(*live(agents), store)
+    assert group.efficiency == pytest.approx(0.974)
+    assert group.flags == [] and group.flag is None
+    assert "FLAGGED" not in group.describe()
+
+
+def test_a_baseline_from_a_node_the_group_does_not_run_on_is_flagged(tmp_path):
+    agents, store = _two_node_run(tmp_path, node_id="id-three", node="spark-3")
+    [group] = scaling(*live(agents), store)
+    [flag] = group.flags
+    assert flag.kind == "stale_baseline"
+    assert "it ran on spark-3, none of this group's nodes" in flag.reason
+    assert "re-measure the one-node baseline" in flag.action
+    assert "FLAGGED: stale baseline (it ran on spark-3, none of this group's nodes)" in group.describe()
+    assert group.as_json()["flags"][0]["kind"] == "stale_baseline"
+
+
+def test_a_baseline_under_other_software_is_flagged(tmp_path):
+    agents, store = _two_node_run(tmp_path)
+    agents.torch["spark-2"] = "2.6.0"
+    agents.agent_version = {"spark-1": "1.0.0", "spark-2": "1.0.0"}
+    [group] = scaling(*live(agents), store)
+    [flag] = group.flags
+    assert flag.kind == "stale_baseline"
+    assert "SparkSync agent 0.9.0 then, 1.0.0 now" in flag.reason
+    assert "torch 2.5.1 then, 2.5.1, 2.6.0 now" in flag.reason  # one of its nodes differs
+
+
+def test_a_users_baseline_is_never_flagged_stale(tmp_path):
+    agents, store = _two_node_run(tmp_path, source="user", node_id="id-three", agent_version="0.1.0")
+    [group] = scaling(*live(agents), store)
+    assert group.flags == []
+
+
+def test_a_run_too_fast_for_a_stale_baseline_carries_both_flags(tmp_path):
+    agents, store = _two_node_run(tmp_path, tokens_per_s=100.0, torch_version="2.4.0")
+    [group] = scaling(*live(agents), store)
+    assert [f.kind for f in group.flags] == ["efficiency_above_100", "stale_baseline"]
+    assert group.flag.kind == "efficiency_above_100"
+    text = group.describe()
+    assert "FLAGGED: above 105%" in text and "FLAGGED: stale baseline (torch 2.4.0 then, 2.5.1 now)" in text
+
+
 def test_a_run_on_two_nodes_or_without_figures_records_nothing(tmp_path):
     store = BaselineStore(tmp_path / "b.json")
     record, argv = training_record("w2", 2)
@@ -139,10 +223,27 @@ def test_the_file_is_versioned_and_written_whole(tmp_path):
     assert data["baselines"][0] | {"recorded_at": 0} == {
         "key": "train@12345678", "tokens_per_s": 8737.0, "source": "user", "setup": None,
         "workload_id": None, "samples": None, "recorded_at": 0,
+        "node_id": None, "node": None, "agent_version": None, "torch_version": None,
     }  # fmt: skip
     assert path.stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "b.json.lock"]  # no temp file left
     assert BaselineStore(path).get("train@12345678").tokens_per_s == 8737.0
+
+
+def test_a_format_1_file_reads_and_the_next_write_is_format_2(tmp_path):
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"version": 1, "baselines": [
+        {"key": "train@1", "tokens_per_s": 500.0, "source": "measured", "setup": "train: x",
+         "workload_id": "w1", "samples": 3, "recorded_at": 10.0},
+    ]}))  # fmt: skip
+    store = BaselineStore(path)
+    [old] = store.list()
+    assert (old.tokens_per_s, old.workload_id, old.node_id, old.agent_version) == (500.0, "w1", None, None)
+    store.set("train@2", 700)
+    data = json.loads(path.read_text())
+    assert data["version"] == BASELINES_VERSION == 2
+    assert [b["key"] for b in data["baselines"]] == ["train@1", "train@2"]
+    assert data["baselines"][0]["samples"] == 3 and data["baselines"][0]["node_id"] is None
 
 
 def test_a_newer_file_is_never_overwritten(tmp_path):
