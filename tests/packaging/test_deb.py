@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from sparksync import __version__
+from sparksync.__main__ import NO_WINDOW_HINT
 from tests.packaging import debcache
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -177,9 +178,10 @@ def test_version_exits_0_and_prints_the_version(installed):
     assert (done.returncode, done.stdout) == (0, f"sparksync-gui {__version__}\n"), done.stderr
 
 
-def test_without_a_display_the_app_says_so_and_exits_2(installed):
+def test_without_a_display_it_prints_the_help_and_why_no_window_opened(installed):
     done = _run([str(installed / "usr/bin/sparksync")], env=_app_env())
-    assert done.returncode == 2 and "no display" in done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    assert "Usage: sparksync" in done.stdout and done.stdout.rstrip().endswith(NO_WINDOW_HINT), done.stdout
 
 
 def test_desktop_entry_command_reaches_the_main_window_with_live_data_offscreen(installed):
