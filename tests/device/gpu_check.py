@@ -26,6 +26,7 @@ from pathlib import Path
 
 TOLERANCE = 0.20
 EDGE_S = 1.5  # samples this close to the answer's start or end also span time without generation
+EDGE_SHARE = 0.15  # ... but never more than this share of a short answer at each end
 SHAPES = {  # (n_embd, n_layer, n_head, n_head_kv, n_ff): the GPU's must be big enough to take seconds
     "cpu": (512, 8, 8, 4, 1376),
     "cuda": (2048, 16, 16, 8, 5632),
@@ -136,9 +137,10 @@ def _live_tokens(samples, answer: dict, began: float, ended: float) -> dict:
     timings = answer["timings"]
     server_tps = timings["predicted_per_second"]
     start = began + timings.get("prompt_ms", 0.0) / 1000
+    edge = min(EDGE_S, EDGE_SHARE * (ended - start))  # a fast machine answers in a few seconds
     during = [
         next((f.decode_tps or 0.0 for f in s.workloads or [] if f.workload_id == "gpu-check"), 0.0)
-        for s in samples if start + EDGE_S <= s.ts <= ended - EDGE_S
+        for s in samples if start + edge <= s.ts <= ended - edge
     ]  # fmt: skip
     mean = statistics.fmean(during) if during else 0.0
     above = sum(1 for v in during if v > 0)
