@@ -41,7 +41,7 @@ from sparksync.core.agents.link import AgentLink
 from sparksync.core.agents.stream import Connected, Disconnected, Lost, Restarted, TelemetryStream
 from sparksync.core.base.backoff import Backoff
 from sparksync.core.base.errors import SparkSyncError
-from sparksync.core.fleet.problems import NodeProblem, collector_problem
+from sparksync.core.fleet.problems import NodeProblem, collector_problem, degraded
 from sparksync.core.fleet.state import Cause, NodeState
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ RETRY = Backoff(first_s=0.5, factor=2.0, max_s=10.0)  # finding the agent again
 STREAM_RETRY = Backoff(first_s=0.25, factor=2.0, max_s=2.0)  # the stream's own reconnects
 SAVE_LAST_SEEN_EVERY_S = 30.0
 RESTART_GAP = "the agent restarted"
+RESTART_NOTICE = "its agent stopped and a new one answers; the gap in the plots is marked"
 
 
 # --- what a follower tells --------------------------------------------------------------------
@@ -389,6 +390,10 @@ class _NodeFollower:
             with self._lock:
                 self._run_id, self._since = item.new_run_id, 0
             self._open_gap(RESTART_GAP)
+            if self._told is None:
+                # Killed and started again between two reads, the agent leaves no failed read to tell
+                # of: the user hears of it all the same, then the node is live again.
+                self._trouble(degraded(Cause.AGENT_NOT_RUNNING, RESTART_NOTICE))
         elif isinstance(item, Disconnected):
             problem = link.explain(item.error)
             self._apply(problem)
