@@ -20,7 +20,7 @@ from sparksync_agent.protocol import ErrorBody, FabricApply, FabricReport, Fabri
 
 router = APIRouter(prefix="/v1")
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorBody}, 403: {"model": ErrorBody}, 400: {"model": ErrorBody},
+    401: {"model": ErrorBody}, 403: {"model": ErrorBody}, 400: {"model": ErrorBody}, 422: {"model": ErrorBody},
     502: {"model": ErrorBody}, 503: {"model": ErrorBody},
 }  # fmt: skip
 

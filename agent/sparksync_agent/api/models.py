@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
+from starlette.convertors import Convertor, register_url_convertor
 
 from sparksync_agent.api.errors import ApiError
 from sparksync_agent.models import JobBoard, ModelError, ModelStore
 from sparksync_agent.protocol import (
+    DELETABLE_NAME_REGEX,
     ErrorBody,
     FetchRequest,
     FinalizeRequest,
@@ -27,6 +29,23 @@ from sparksync_agent.protocol import (
     VerifyRequest,
 )
 from sparksync_agent.runtime import AgentRuntime
+
+
+
+class _DeletableName(Convertor[str]):
+    """Matches only a model name that no other route here serves, so DELETE /v1/models/jobs/fetch
+    or /roots finds the route beside it and answers 405 with its Allow, never a model lookup."""
+
+    regex = DELETABLE_NAME_REGEX
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("model_name", _DeletableName())
 
 router = APIRouter(prefix="/v1/models")
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -75,7 +94,7 @@ async def put_roots(body: RootsConfig, request: Request) -> RootsConfig:
 
 @router.post("/receive", response_model=ReceiveReply, responses=_ERRORS)
 async def receive(body: ReceiveRequest, request: Request) -> ReceiveReply:
-    """Make the staging folder for a copy; refused (507) with the numbers when it will not fit."""
+    """Make the staging folder for a copy; refused (409 no_space) with the numbers when it will not fit."""
     return await _off_loop(_store(request).receive, body)
 
 
@@ -91,9 +110,12 @@ async def finalize(body: FinalizeRequest, request: Request) -> ModelEntry:
     return await _off_loop(_store(request).finalize, body)
 
 
-@router.delete("/{name:path}", status_code=204, responses=_ERRORS)
+@router.delete("/{name:model_name}", status_code=204, responses=_ERRORS)
 async def delete_model(
-    name: str, request: Request, partial: bool = Query(False, description="The unfinished copy.")
+    request: Request,
+    # The convertor has matched it already; the schema says the same rule.
+    name: str = Path(json_schema_extra={"pattern": f"^{DELETABLE_NAME_REGEX}$"}),
+    partial: bool = Query(False, description="The unfinished copy.")
 ) -> None:
     """Delete a model; refused (409) while a running workload here uses it."""
     await _off_loop(_store(request).delete, name, partial)

@@ -142,7 +142,7 @@ class ModelStore:
         need = max(0, request.size_bytes - partial)
         if not request.repair and need > free:
             raise ModelError(
-                507, "no_space",
+                409, "no_space",  # a conflict with what the node holds now, not a server fault
                 f"{request.name} needs {_gb(need)} more on {roots.store}, which has {_gb(free)} free "
                 f"({_gb(request.size_bytes)} in all, {_gb(partial)} already there). "
                 "Free some space, or set another store for this node.",

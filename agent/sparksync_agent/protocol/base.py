@@ -13,6 +13,11 @@ from sparksync_agent._version import __version__ as AGENT_VERSION  # noqa: F401 
 #      generate; their counters grow only when a request ends)
 # 1.5: a resume point (since) the agent never produced is a 409 unknown_since (was 400;
 #      clients accept both); every answer is declared in /openapi.json; a 405 names Allow.
+#      The model requests carry their rules in the schema (names, users, hosts, revisions,
+#      endpoints, absolute roots; integers and booleans are not coerced from each other), so
+#      what breaks one is a 422 invalid_request, not a 400; a copy that will not fit is a
+#      409 no_space (was 507); DELETE /v1/models/{name} never takes a name another models
+#      route serves (jobs/..., roots, receive, verify, finalize, reach).
 PROTOCOL_VERSION = "1.5"
 
 

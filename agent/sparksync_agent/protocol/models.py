@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from sparksync_agent.protocol.base import WireModel
 
@@ -26,10 +26,38 @@ from sparksync_agent.protocol.base import WireModel
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$"
 _NAME_RE = re.compile(MODEL_NAME_PATTERN)
 
-# Checked by the agent where it uses them (a 400 naming the field), not as field patterns:
-# the models stay plain to round-trip, and a refusal never quotes a value that may be secret.
 USER_PATTERN = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$"
 REVISION_PATTERN = r"^[A-Za-z0-9._/-]{1,128}$"
+ENDPOINT_PATTERN = r"^https?://[^\s]+$"
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+# A host name or an address (IPv6 with its %zone too); never one that ssh would read as an option.
+HOST_PATTERN = r"^[A-Za-z0-9_:\[][A-Za-z0-9._:%\[\]-]{0,254}$"
+# What a model root may be: absolute, or under the agent user's home.
+ROOT_PATTERN = r"^(/|~/|~$)"
+
+# Requests carry these rules in their schema, so what /openapi.json says is what the agent
+# accepts: anything else is the API's 422 invalid_request, whose message names the field
+# and the rule, never the value (a field may hold a secret). The agent checks them again
+# where it uses them (sparksync_agent.models.checks), for callers that skip validation.
+ModelName = Annotated[str, Field(pattern=MODEL_NAME_PATTERN)]
+# A name DELETE /v1/models/{name} can take: not one of the routes beside it (roots, jobs/...).
+DELETABLE_NAME_REGEX = (
+    r"(?!jobs/|(?:jobs|roots|receive|verify|finalize|reach)$)"
+    r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?"
+)
+UserName = Annotated[str, Field(pattern=USER_PATTERN)]
+HostName = Annotated[str, Field(pattern=HOST_PATTERN)]
+RootPath = Annotated[str, Field(pattern=ROOT_PATTERN)]
+
+
+def _not_a_bool(value: object) -> object:
+    # JSON Schema's integer takes 3.0 but never false: pydantic's lax int takes both, strict neither.
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not an integer")
+    return value
+
+
+WireInt = Annotated[int, BeforeValidator(_not_a_bool)]
 
 
 def valid_model_name(name: str) -> bool:
@@ -54,7 +82,7 @@ class RootKind(str, Enum):
 
 class ModelFile(WireModel):
     path: str = Field(description="Relative to the model's directory, '/'-separated.")
-    size: int = Field(ge=0)
+    size: WireInt = Field(ge=0)
     sha256: str | None = Field(None, description="Hex; None while it is not known (a partial copy).")
 
 
@@ -91,9 +119,9 @@ class ModelList(WireModel):
 class RootsConfig(WireModel):
     """The node's model roots; empty fields mean the defaults (HF cache and SparkSync's folder)."""
 
-    store: str | None = Field(None, description="SparkSync's models folder; copies land here.")
-    hf_cache: str | None = Field(None, description="Default: $HF_HUB_CACHE, else $HF_HOME/hub.")
-    extra: list[str] = Field([])
+    store: RootPath | None = Field(None, description="SparkSync's models folder; copies land here.")
+    hf_cache: RootPath | None = Field(None, description="Default: $HF_HUB_CACHE, else $HF_HOME/hub.")
+    extra: list[RootPath] = Field([])
 
 
 # --- receiving a copy --------------------------------------------------------------------------
@@ -102,9 +130,9 @@ class RootsConfig(WireModel):
 class ReceiveRequest(WireModel):
     """Get ready to receive ``name`` (``size_bytes`` in all): the agent answers where to write it."""
 
-    name: str
-    size_bytes: int = Field(ge=0)
-    repair: bool = Field(False, description="Move a present copy back to staging to repair it in place.")
+    name: ModelName
+    size_bytes: WireInt = Field(ge=0)
+    repair: bool = Field(False, strict=True, description="Move a present copy back to staging to repair it in place.")
 
 
 class ReceiveReply(WireModel):
@@ -116,9 +144,9 @@ class ReceiveReply(WireModel):
 
 
 class VerifyRequest(WireModel):
-    name: str
+    name: ModelName
     files: list[ModelFile] = Field(description="The source's manifest: path, size and sha256 of each file.")
-    staging: bool = Field(True, description="Check the staged copy (else the present one).")
+    staging: bool = Field(True, strict=True, description="Check the staged copy (else the present one).")
     cached: list[str] = Field(
         [], description="Files an earlier check of this copy hashed fresh: that hash counts while the file's "
         "size, mtime and inode are unchanged (a file rsync replaced is hashed again)."
@@ -135,7 +163,7 @@ class VerifyReply(WireModel):
 
 
 class FinalizeRequest(WireModel):
-    name: str
+    name: ModelName
     format: ModelFormat
     files: list[ModelFile] = Field(description="The verified manifest, cached so the next listing is free.")
 
@@ -167,12 +195,12 @@ class FetchRequest(WireModel):
     and never sent back.
     """
 
-    repo: str
-    revision: str = "main"
+    repo: ModelName
+    revision: str = Field("main", pattern=REVISION_PATTERN)
     # Not a SecretStr: the agent needs the value from the body; repr() never shows it, and
     # the field has no constraint, so no validation error can quote it.
     token: str | None = Field(None, repr=False)
-    endpoint: str | None = Field(None, description="HF_ENDPOINT: a mirror or a local hub.")
+    endpoint: str | None = Field(None, pattern=ENDPOINT_PATTERN, description="HF_ENDPOINT: a mirror or a local hub.")
     allow_patterns: list[str] = Field([])
 
 
@@ -183,21 +211,21 @@ class PushRequest(WireModel):
     its known_hosts (written from the client's pinned keys) are what let it in.
     """
 
-    name: str
-    host: str
-    port: int = Field(22, ge=1, le=65535)
-    user: str
+    name: ModelName
+    host: HostName
+    port: WireInt = Field(22, ge=1, le=65535)
+    user: UserName
     staging: str = Field(description="The target's staging folder (from its ReceiveReply).")
     files: list[str] = Field([], description="Only these files (default: all).")
-    checksum: bool = Field(False, description="Compare contents, not size and mtime (a repair).")
+    checksum: bool = Field(False, strict=True, description="Compare contents, not size and mtime (a repair).")
     identity_file: str | None = None
     known_hosts: str | None = None
 
 
 class ReachRequest(WireModel):
-    host: str
-    port: int = Field(22, ge=1, le=65535)
-    user: str
+    host: HostName
+    port: WireInt = Field(22, ge=1, le=65535)
+    user: UserName
     identity_file: str | None = None
     known_hosts: str | None = None
 

@@ -6,6 +6,7 @@ import hashlib
 import os
 
 import pytest
+from pydantic import ValidationError
 
 from sparksync_agent.models import ModelError, ModelStore
 from sparksync_agent.models.roots import default_hf_cache
@@ -120,7 +121,7 @@ def test_a_copy_is_partial_in_staging_until_verified_and_finalized(store, tmp_pa
 def test_receive_refuses_with_the_numbers_when_the_copy_will_not_fit(store):
     with pytest.raises(ModelError) as refused:
         store.receive(ReceiveRequest(name="huge", size_bytes=1 << 60))
-    assert refused.value.status == 507 and refused.value.code == "no_space"
+    assert refused.value.status == 409 and refused.value.code == "no_space"
     assert "needs" in str(refused.value) and "free" in str(refused.value)
 
 
@@ -129,8 +130,10 @@ def test_roots_are_configurable_and_must_be_absolute(store, tmp_path):
     write_tiny_gguf(tmp_path / "more", "other")
     assert store.roots.store == tmp_path / "mine"
     assert [(m.name, m.root_kind) for m in store.list().models] == [("other", RootKind.extra)]
-    with pytest.raises(ModelError):
-        store.set_config(RootsConfig(store="relative/path"))
+    with pytest.raises(ValidationError):  # the wire model says so: /openapi.json carries the rule
+        RootsConfig(store="relative/path")
+    with pytest.raises(ModelError):  # and the store holds to it for a config that skipped validation
+        store.set_config(RootsConfig.model_construct(store="relative/path", hf_cache=None, extra=[]))
 
 
 def test_delete_removes_a_model_and_refuses_one_a_workload_uses(tmp_path, monkeypatch):
@@ -148,7 +151,9 @@ def test_delete_removes_a_model_and_refuses_one_a_workload_uses(tmp_path, monkey
 
 def test_a_name_that_climbs_out_of_the_store_is_refused(store):
     for bad in ("../etc", "a/../../b", "/abs", "a/b/c", ""):
-        with pytest.raises(ModelError) as refused:
-            store.receive(ReceiveRequest(name=bad, size_bytes=1))
+        with pytest.raises(ValidationError):  # the wire model's pattern, as /openapi.json says
+            ReceiveRequest(name=bad, size_bytes=1)
+        with pytest.raises(ModelError) as refused:  # and the store's own check, for one that skipped it
+            store.receive(ReceiveRequest.model_construct(name=bad, size_bytes=1, repair=False))
         assert refused.value.status == 400, bad
     assert not store.roots.staging.exists()
