@@ -208,6 +208,9 @@ class ModelStore:
                 rel = path.relative_to(staging).as_posix()
                 if (path.is_file() or path.is_symlink()) and rel not in wanted:
                     path.unlink()  # left from an older copy; the manifest is what counts
+            # Checked before the move: a staged folder that holds no model never reaches the store.
+            if model_folder(staging, request.name, RootKind.store, roots.store) is None:
+                raise ModelError(409, "not_a_model", f"the copy of {request.name} holds no GGUF or safetensors model")
             target.parent.mkdir(parents=True, exist_ok=True)
             if target.exists():
                 shutil.rmtree(target)
