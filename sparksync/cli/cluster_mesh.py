@@ -52,8 +52,10 @@ def _json_option(f):
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(f)
 
 
-def _mesh_progress(quiet: bool):
-    def show(event: MeshProgress) -> None:
+def _progress(quiet: bool):
+    """Per-node lines on stderr for a mesh or a check; with --json only what ended."""
+
+    def show(event: MeshProgress | CheckProgress) -> None:
         if event.state == "running" and quiet:
             return
         mark = {"running": "..", "done": "ok", "failed": "FAILED"}[event.state]
@@ -75,7 +77,7 @@ def mesh(ctx: click.Context, as_json: bool) -> None:
     links, _topology = applied_links()
     plan = plan_mesh(links)
     with Fleet() as fleet:
-        result = setup_mesh(FleetShell(fleet), plan, _mesh_progress(as_json))
+        result = setup_mesh(FleetShell(fleet), plan, _progress(as_json))
     if as_json:
         click.echo(json.dumps({"nodes": [m.name for m in plan.members], "keys": result.keys,
                                "created": result.created, "subnets": list(plan.subnets),
@@ -93,7 +95,7 @@ def mesh_check(ctx: click.Context, as_json: bool) -> None:
     links, _topology = applied_links()
     plan = plan_mesh(links)
     with Fleet() as fleet:
-        report = check_mesh(FleetShell(fleet), plan, _mesh_progress(as_json))
+        report = check_mesh(FleetShell(fleet), plan, _progress(as_json))
     click.echo(json.dumps(mesh_json(report), indent=2) if as_json else mesh_text(report))
     if not report.ok:
         ctx.exit(1)
@@ -149,7 +151,7 @@ def check(ctx: click.Context, as_json: bool, seconds: float, streams: int, line_
     options = CheckOptions(seconds=seconds, streams=streams, port=port, topology=topology, rdma=not no_rdma,
                            nccl=not no_nccl)
     with Fleet() as fleet:
-        report = run_check(FleetShell(fleet), links, options, _check_progress(as_json))
+        report = run_check(FleetShell(fleet), links, options, _progress(as_json))
     check_id = history.add(report)
     if as_json:
         click.echo(json.dumps(check_json(report, check_id), indent=2))
@@ -157,16 +159,6 @@ def check(ctx: click.Context, as_json: bool, seconds: float, streams: int, line_
         click.echo(check_text(report, check_id))
     if report.verdict in (Verdict.failed, Verdict.degraded):
         ctx.exit(1)
-
-
-def _check_progress(quiet: bool):
-    def show(event: CheckProgress) -> None:
-        if event.state == "running" and quiet:
-            return
-        mark = {"running": "..", "done": "ok", "failed": "FAILED"}[event.state]
-        click.echo(f"{event.node}: {event.step} {mark}" + (f": {event.detail}" if event.detail else ""), err=True)
-
-    return show
 
 
 def check_json(report: FabricCheckReport, check_id: int) -> dict[str, Any]:

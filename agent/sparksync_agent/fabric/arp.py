@@ -26,9 +26,10 @@ apply's state and put back by a rollback.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from sparksync_agent.atomic import write_atomic
 
 PROC_CONF = Path("/proc/sys/net/ipv4/conf")
 SYSCTL_FILE = Path("/etc/sysctl.d/60-sparksync-fabric.conf")
@@ -88,8 +89,4 @@ def write_file(text: str | None, path: Path | None = None) -> None:
         path.unlink(missing_ok=True)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text, 0o644)

@@ -50,6 +50,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from sparksync_agent.atomic import write_atomic
 from sparksync_agent.fabric import arp, netplan
 from sparksync_agent.fabric.ports import is_fabric_name
 from sparksync_agent.fabric.state import NETPLAN_FILE, STATE_ROOT, applier, state_dir
@@ -216,11 +217,7 @@ def _write_netplan_file(text: str | None) -> None:
         NETPLAN_FILE.unlink(missing_ok=True)
         return
     NETPLAN_FILE.parent.mkdir(parents=True, exist_ok=True)
-    tmp = NETPLAN_FILE.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.replace(tmp, NETPLAN_FILE)
+    write_atomic(NETPLAN_FILE, text, 0o600)
 
 
 # --- state files ------------------------------------------------------------------------------
