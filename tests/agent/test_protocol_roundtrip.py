@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from typing import Annotated
+from types import UnionType
+from typing import Annotated, Union, get_args, get_origin
 
 import pytest
 from hypothesis import given, settings
@@ -34,8 +35,47 @@ def _field_strategy(annotation, metadata: list) -> st.SearchStrategy:
     # whose validators refuse a draw (a probe without its port) is skipped, not raised.
     if isinstance(annotation, type) and issubclass(annotation, protocol.WireModel):
         return st.deferred(lambda: _fields_strategy(annotation).filter(lambda x: x is not None))
+    pattern = _pattern(metadata)
+    if pattern is not None and annotation is str:
+        return _matching(pattern)
+    if pattern is None and _has_pattern(annotation):
+        return _type_strategy(annotation)
     # Field bounds (ge=1, gt=0...) travel as annotated-types metadata, which hypothesis honours.
     return st.from_type(Annotated[(annotation, *metadata)] if metadata else annotation)
+
+
+def _pattern(metadata: list) -> str | None:
+    # pydantic keeps Field(pattern=...) in its own metadata, which hypothesis cannot read:
+    # without this, a name field draws random text and almost every draw is refused.
+    for item in metadata:
+        for inner in (item, *getattr(item, "metadata", ())):
+            if isinstance(getattr(inner, "pattern", None), str):
+                return inner.pattern
+    return None
+
+
+def _matching(pattern: str) -> st.SearchStrategy:
+    # pydantic's (Rust) regex has no "$ before a trailing newline", Python's has.
+    return st.from_regex(pattern.replace("$", r"\Z"))
+
+
+def _has_pattern(annotation) -> bool:
+    if get_origin(annotation) is Annotated:
+        return _pattern(list(get_args(annotation)[1:])) is not None
+    return any(_has_pattern(arg) for arg in get_args(annotation))
+
+
+def _type_strategy(annotation) -> st.SearchStrategy:
+    # Optional and list fields whose items carry a pattern (RootPath | None, list[RootPath]).
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        pattern = _pattern(list(args[1:]))
+        return _matching(pattern) if pattern is not None and args[0] is str else st.from_type(annotation)
+    if origin in (Union, UnionType):
+        return st.one_of(*(_type_strategy(arg) for arg in args))
+    if origin is list:
+        return st.lists(_type_strategy(args[0]), max_size=3)
+    return st.from_type(annotation)
 
 
 def _build(model: type[BaseModel], values: dict):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import pytestqt.exceptions
 
 from sparksync.core.engines import write_demo_model
 from sparksync.core.telemetry import CLUSTER, TOKENS_TOTAL
@@ -98,8 +99,15 @@ def test_a_workload_on_this_computer_from_the_workloads_panel(qtbot, live_window
     # "Open API": the engine's local URL shows below the list, and answers.
     panel.table.select(view.workload_id)
     qtbot.waitUntil(panel.open_button.isEnabled, timeout=10_000)
+    told: list[str] = []  # what the panel said meanwhile: why, if the URL never shows
+    panel.status_message.connect(told.append)
+    panel.error_raised.connect(told.append)
+    assert panel._selected_id() == view.workload_id
     panel.open_button.click()
-    qtbot.waitUntil(lambda: "/v1" in panel.api_label.text(), timeout=30_000)
+    try:
+        qtbot.waitUntil(lambda: "/v1" in panel.api_label.text(), timeout=60_000)
+    except pytestqt.exceptions.TimeoutError as exc:
+        raise AssertionError(f"no URL shown; the panel said: {told}") from exc
     assert panel.open_button.text() == "Close API"
     [url] = panel._api_open[view.workload_id]
     import httpx

@@ -67,13 +67,16 @@ def test_the_dialog_checks_and_starts_the_two_node_form_with_its_gateway(
             dialog.tick(names[:1])
             assert dialog.shape.text() == "1 node(s) ticked: tick 2, 4 or 8"
             dialog.tick(names)
+            # The nodes are listed in the order they were paired (the lab pairs them at once).
+            large_node, small_node = dialog.ticked()
+            assert sorted((large_node, small_node)) == sorted(names)
             assert dialog.shape.text().startswith("1 x large on 1 node(s) + 1 x small on 1 node(s)")
-            assert dialog.gateway_node.currentText() == names[1]  # beside the small replica
+            assert dialog.gateway_node.currentText() == small_node  # beside the small replica
             dialog.program.setText(shlex.join([str(agent_python), "-m", "sparksync"]))
             with qtbot.waitSignal(dialog.checked, timeout=WAIT_MS) as checked:
                 dialog.check_button.click()
             assert checked.args == [True], dialog.log.toPlainText()
-            assert "switchyard-large-1 on n1: not checked" in dialog.log.toPlainText()
+            assert f"switchyard-large-1 on {large_node}: not checked" in dialog.log.toPlainText()
             with qtbot.waitSignal(dialog.finished_start, timeout=WAIT_MS) as done:
                 dialog.start_button.click()
             started = done.args[0]
@@ -81,7 +84,7 @@ def test_the_dialog_checks_and_starts_the_two_node_form_with_its_gateway(
             assert started.replicas.state == "ready" and started.gateway is not None
             assert started.gateway.state == "ready"
             assert (tmp_path / "layout.toml").exists()
-            with engine_tunnel(fleet, names[1], started.config.listen.port) as tunnel:
+            with engine_tunnel(fleet, small_node, started.config.listen.port) as tunnel:
                 url = f"http://127.0.0.1:{tunnel.local_port}/v1/chat/completions"
                 body = {"model": "switchyard", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
                 served = Counter(httpx.post(url, json=body, timeout=120, trust_env=False).headers["x-switchyard-pool"]

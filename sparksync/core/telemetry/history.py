@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sparksync.core.base import paths
+from sparksync.core.base.backoff import Backoff
 from sparksync.core.telemetry.dashboard_model import NodeHistory
 from sparksync.core.telemetry.downsample import SecondRow
 from sparksync.core.base.errors import SparkSyncError
@@ -81,6 +82,9 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+# Another store switching the same new file to WAL: how long to wait for it, and how.
+WAL_WAIT_S = 5.0
+WAL_RETRY = Backoff(first_s=0.01, factor=2.0, max_s=0.2, jitter=0.5)
 
 
 class HistoryError(SparkSyncError):
@@ -122,12 +126,30 @@ class HistoryStore:
         paths.ensure_dir(self.path.parent)
         try:
             conn = sqlite3.connect(self.path, isolation_level=None)  # we issue BEGIN ourselves
-            conn.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+            self._use_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")  # a power cut may lose the last second, never corrupt
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             raise self._unusable(exc) from exc
         return conn
+
+    @staticmethod
+    def _use_wal(conn: sqlite3.Connection) -> None:
+        """Readers never wait for the writer.
+
+        Switching a new file to WAL answers "locked" at once, without sqlite's busy wait, while
+        another store opening the same file switches it too; so wait a little and look again.
+        """
+        delays = WAL_RETRY.delays()
+        deadline = time.monotonic() + WAL_WAIT_S
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(next(delays))
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute(
@@ -148,6 +170,12 @@ class HistoryStore:
     def _apply(conn: sqlite3.Connection, version: int, statements: Sequence[str]) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            # Another store (the app's writer and a reader, two processes) may have opened the
+            # same new file at once and migrated it since we looked: under the write lock, look again.
+            done = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()[0] or 0
+            if done >= version:
+                conn.execute("COMMIT")
+                return
             for statement in statements:
                 conn.execute(statement)
             conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (version, time.time()))

@@ -253,3 +253,28 @@ def test_the_recorder_keeps_a_nodes_history_through_a_rename(tmp_path, recorder_
     with HistoryStore(path) as store:
         assert set(store.load(3600)) == {node.node_id, "local-1234"}
         assert store.labels()[node.node_id] == "rack-1"
+
+
+def test_stores_opening_one_new_file_at_once_migrate_it_once(tmp_path):
+    # The app's recorder and a reader (the GUI's history view, a CLI export) may open a
+    # history that does not exist yet at the same moment; neither may fail on the other's tables.
+    for attempt in range(10):
+        path = tmp_path / f"h{attempt}.sqlite3"
+        start = threading.Barrier(6)
+        errors: list[BaseException] = []
+
+        def open_store() -> None:
+            start.wait()
+            try:
+                HistoryStore(path).close()
+            except BaseException as exc:  # noqa: BLE001 - collected for the assertion below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_store) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        with HistoryStore(path) as store:
+            assert store.schema_version() == SCHEMA_VERSION
