@@ -20,11 +20,17 @@ they do all the I/O. Samples go into the Qt-free dashboard model,
 one-second rows from it to the history file, and the last hour of that file
 comes back when the app opens.
 
-The window holds tabs, listed in one place (``_tabs``): the dashboard, the
-Nodes panel (pair, unpair, rename, deploy progress), Workloads, Benchmarks
-(history, scaling charts, comparisons, runs), the Planner, Switchyard (each
-known gateway's traffic split and tokens/s) and Topology (fed the same
-samples as the dashboard). Every cluster action
+The window holds tabs, listed in one place (``TABS``): the dashboard, the
+Nodes panel (pair, unpair, rename, deploy progress), Workloads, Models,
+Chat, Benchmarks (history, scaling charts, comparisons, runs), the Planner,
+Switchyard (each known gateway's traffic split and tokens/s) and Topology
+(fed the same samples as the dashboard). Only the dashboard and the Nodes
+panel are built with the window, so that it paints at once: every other tab
+(and the dashboard's local model card) stands as a placeholder until it is
+first shown or used (``win.workloads`` builds it), and ``start`` builds the
+rest one per turn of the event loop, those that watch in the background
+first. A part's signals are wired when it is built (``_wire``), whatever
+built it. Every cluster action
 goes through ``ClusterActions`` (core) in a worker (``Jobs``); errors land
 in the status bar.
 
