@@ -166,7 +166,8 @@ class MainWindow(QMainWindow):
         self._to_build: deque[str] = deque()
         self._build_timer = QTimer(self, singleShot=True, interval=0)
         self._build_timer.timeout.connect(self._build_next)
-        self._workload_rows: list | None = None  # the last ones shown: a Chat tab built later starts with them
+        # The last rows and readings shown: a Chat tab built later starts with them.
+        self._workload_rows: list | None = None
         self._gateway_readings: list | None = None
         self._tabs()
         self.history = HistoryBridge(history_path, self)
@@ -253,7 +254,7 @@ class MainWindow(QMainWindow):
 
     @property
     def local_model(self) -> LocalModelCard | None:
-        """First run: a model on this computer, its tokens/s live (None while this computer is not followed)."""
+        """First run: a model on this computer, its tokens/s live (None: this computer is not followed)."""
         if LOCAL_NODE_NAME not in self.nodes:
             return None
         return self._part("local_model")
@@ -713,9 +714,8 @@ class MainWindow(QMainWindow):
         discovery, actions, feeds = self.discovery, self.actions, self.feeds
         own_fleet = self._the_fleet if self._own_fleet else None
         self._to_build.clear()  # a part never built has nothing to stop
-        workloads, switchyard, cluster, chat, models, local_model = (
-            self.built(name) for name in ("workloads", "switchyard", "cluster", "chat", "models", "local_model")
-        )
+        names = ("workloads", "switchyard", "cluster", "chat", "models", "local_model")
+        workloads, switchyard, cluster, chat, models, local_model = (self.built(name) for name in names)
         if workloads is not None:
             workloads.shutdown(0)  # a launch in progress is cancelled
         if switchyard is not None:
