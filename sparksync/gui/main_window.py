@@ -20,11 +20,17 @@ they do all the I/O. Samples go into the Qt-free dashboard model,
 one-second rows from it to the history file, and the last hour of that file
 comes back when the app opens.
 
-The window holds tabs, listed in one place (``_tabs``): the dashboard, the
-Nodes panel (pair, unpair, rename, deploy progress), Workloads, Benchmarks
-(history, scaling charts, comparisons, runs), the Planner, Switchyard (each
-known gateway's traffic split and tokens/s) and Topology (fed the same
-samples as the dashboard). Every cluster action
+The window holds tabs, listed in one place (``TABS``): the dashboard, the
+Nodes panel (pair, unpair, rename, deploy progress), Workloads, Models,
+Chat, Benchmarks (history, scaling charts, comparisons, runs), the Planner,
+Switchyard (each known gateway's traffic split and tokens/s) and Topology
+(fed the same samples as the dashboard). Only the dashboard and the Nodes
+panel are built with the window, so that it paints at once: every other tab
+(and the dashboard's local model card) stands as a placeholder until it is
+first shown or used (``win.workloads`` builds it), and ``start`` builds the
+rest one per turn of the event loop, those that watch in the background
+first. A part's signals are wired when it is built (``_wire``), whatever
+built it. Every cluster action
 goes through ``ClusterActions`` (core) in a worker (``Jobs``); errors land
 in the status bar.
 
@@ -43,18 +49,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent
-from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QWidget
+from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 from sparksync_agent.protocol import Sample, Snapshot
 
 from sparksync.core.agents import LOCAL_NODE_NAME
 from sparksync.core.apps import AppSettings, Autostart, save_settings
 from sparksync.core.base import format_bytes, format_memory
-from sparksync.core.fabric import tell_degraded
 from sparksync.core.nodes import ClusterActions
 from sparksync.core.telemetry import (
     CLUSTER,
@@ -66,32 +73,48 @@ from sparksync.core.telemetry import (
     DashboardModel,
     summarize,
 )
-from sparksync.gui.benchmarks.benchmarks_panel import BenchmarksPanel
-from sparksync.gui.benchmarks.run_details import finished_text
-from sparksync.gui.chat.chat_panel import ChatPanel
 from sparksync.gui.dashboard.dashboard_view import DashboardView
 from sparksync.gui.dashboard.history_bridge import HistoryBridge
-from sparksync.gui.dashboard.local_model_card import LocalModelCard
 from sparksync.gui.node_card import NodeCard
 from sparksync.gui.node_feeds import NodeFeeds
-from sparksync.gui.nodes.custom_apps_dialog import CustomAppsDialog
 from sparksync.gui.nodes.nodes_panel import NodesPanel
-from sparksync.gui.planner.planner_panel import PlannerPanel
-from sparksync.gui.settings.settings_dialog import SettingsDialog
-from sparksync.gui.switchyard.switchyard_view import SwitchyardView, app_watch
 from sparksync.gui.theme import apply_theme
-from sparksync.gui.topology.cluster_assistant import ClusterAssistantView
-from sparksync.gui.topology.topology_view import TopologyView
 from sparksync.gui.tray.notifier import Notifier
 from sparksync.gui.workers import Jobs
-from sparksync.gui.workloads.workloads_panel import WorkloadsPanel
-from sparksync.gui.models.models_panel import ModelsPanel
+
+if TYPE_CHECKING:  # the other tabs are imported when first built: their modules cost the first paint
+    from sparksync.gui.benchmarks.benchmarks_panel import BenchmarksPanel
+    from sparksync.gui.chat.chat_panel import ChatPanel
+    from sparksync.gui.dashboard.local_model_card import LocalModelCard
+    from sparksync.gui.models.models_panel import ModelsPanel
+    from sparksync.gui.nodes.custom_apps_dialog import CustomAppsDialog
+    from sparksync.gui.planner.planner_panel import PlannerPanel
+    from sparksync.gui.settings.settings_dialog import SettingsDialog
+    from sparksync.gui.switchyard.switchyard_view import SwitchyardView
+    from sparksync.gui.topology.cluster_assistant import ClusterAssistantView
+    from sparksync.gui.topology.topology_view import TopologyView
+    from sparksync.gui.workloads.workloads_panel import WorkloadsPanel
 
 log = logging.getLogger(__name__)
 
 TITLE = "SparkSync"
 MAX_NODES = 8
 WORKLOADS_STOP_WAIT_S = 60.0  # a cancelled launch stops every rank it started (a grace period each)
+# The window's tabs, in order: the one place a tab is listed (title -> the window's attribute).
+TABS = {
+    "Dashboard": "dashboard",
+    "Nodes": "nodes_panel",
+    "Workloads": "workloads",
+    "Models": "models",
+    "Chat": "chat",
+    "Benchmarks": "benchmarks",
+    "Planner": "planner",
+    "Switchyard": "switchyard",
+    "Topology": "cluster",
+}
+# Built once the window has painted, one per turn of the event loop, in this order (or earlier,
+# when first shown or used): the ones that watch something in the background come first.
+START_ORDER = ("local_model", "workloads", "switchyard", "cluster", "chat", "models", "benchmarks", "planner")
 
 
 class MainWindow(QMainWindow):
@@ -136,13 +159,17 @@ class MainWindow(QMainWindow):
         for i, card in enumerate(self.cards.values()):
             self.dashboard.add_side_widget(card, i)
         self.nodes_panel = NodesPanel(self.actions, self.jobs, parent=self)
-        self.switchyard = SwitchyardView(app_watch(self.actions), self, actions=self.actions)
+        # The other tabs (and the dashboard's local model card) are built on first use, or once the
+        # window has painted (``start``): name -> the part, once built.
+        self._parts: dict[str, QWidget] = {}
+        self._placeholders: dict[str, QWidget] = {}  # tab attribute -> the widget standing in for it
+        self._to_build: deque[str] = deque()
+        self._build_timer = QTimer(self, singleShot=True, interval=0)
+        self._build_timer.timeout.connect(self._build_next)
+        # The last rows and readings shown: a Chat tab built later starts with them.
+        self._workload_rows: list | None = None
+        self._gateway_readings: list | None = None
         self._tabs()
-        # First run: a model on this computer, its tokens/s live, whatever is paired.
-        self.local_model: LocalModelCard | None = None
-        if LOCAL_NODE_NAME in self.nodes:
-            self.local_model = LocalModelCard(self.workloads.control, self)
-            self.dashboard.add_banner(self.local_model)
         self.history = HistoryBridge(history_path, self)
         self.model.row_listeners.append(self.history.put)
         self.feeds = NodeFeeds(self.nodes, self)
@@ -173,32 +200,208 @@ class MainWindow(QMainWindow):
         self._shut = False
 
     def _tabs(self) -> None:
-        self.benchmarks = BenchmarksPanel(parent=self)
-        self.planner = PlannerPanel(self)
-        self.topology = TopologyView(self)
-        # The Topology tab is the cluster assistant; the live topology is one of its pages.
-        self.cluster = ClusterAssistantView(self.the_fleet, self.topology, self)
-        self.workloads = WorkloadsPanel(actions=self.actions, fleet=self.the_fleet, parent=self)
-        self.models = ModelsPanel(fleet=self.the_fleet, parent=self)
-        self.chat = ChatPanel(reach=self._tunnel_reach, parent=self)
-        # The window's tabs, in order: the one place a tab is added.
-        self.panels: dict[str, QWidget] = {
-            "Dashboard": self.dashboard,
-            "Nodes": self.nodes_panel,
-            "Workloads": self.workloads,
-            "Models": self.models,
-            "Chat": self.chat,
-            "Benchmarks": self.benchmarks,
-            "Planner": self.planner,
-            "Switchyard": self.switchyard,
-            "Topology": self.cluster,
-        }
         self.tabs = QTabWidget(self)
         self.tabs.setObjectName("tabs")
-        for title, panel in self.panels.items():
-            self.tabs.addTab(panel, title)
+        for title, name in TABS.items():
+            if name in ("dashboard", "nodes_panel"):
+                self.tabs.addTab(getattr(self, name), title)
+            else:
+                self.tabs.addTab(self._placeholder(name), title)
         self.setCentralWidget(self.tabs)
         self.tabs.currentChanged.connect(self._on_tabs_current_changed)
+
+    def _placeholder(self, name: str) -> QWidget:
+        holder = self._placeholders[name] = QWidget()
+        label = QLabel("Loading…", holder)
+        label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        QVBoxLayout(holder).addWidget(label)
+        return holder
+
+    # --- the parts built on first use -------------------------------------------------
+
+    @property
+    def workloads(self) -> WorkloadsPanel:
+        return self._part("workloads")
+
+    @property
+    def models(self) -> ModelsPanel:
+        return self._part("models")
+
+    @property
+    def chat(self) -> ChatPanel:
+        return self._part("chat")
+
+    @property
+    def benchmarks(self) -> BenchmarksPanel:
+        return self._part("benchmarks")
+
+    @property
+    def planner(self) -> PlannerPanel:
+        return self._part("planner")
+
+    @property
+    def switchyard(self) -> SwitchyardView:
+        return self._part("switchyard")
+
+    @property
+    def topology(self) -> TopologyView:
+        return self._part("topology")
+
+    @property
+    def cluster(self) -> ClusterAssistantView:
+        """The Topology tab: the cluster assistant; the live topology is one of its pages."""
+        return self._part("cluster")
+
+    @property
+    def local_model(self) -> LocalModelCard | None:
+        """First run: a model on this computer, its tokens/s live (None: this computer is not followed)."""
+        if LOCAL_NODE_NAME not in self.nodes:
+            return None
+        return self._part("local_model")
+
+    def built(self, name: str) -> Any:
+        """The part by its attribute name if it was built, else None (never builds it)."""
+        return self._parts.get(name)
+
+    def _part(self, name: str) -> Any:
+        part = self._parts.get(name)
+        if part is None:
+            part = getattr(self, f"_make_{name}")()
+            self._parts[name] = part
+            self._wire(name, part)
+            self._put_in_tab(name, part)
+        return part
+
+    def _put_in_tab(self, name: str, panel: QWidget) -> None:
+        """The panel takes its placeholder's place, the current tab staying current."""
+        holder = self._placeholders.pop(name, None)
+        if holder is None:
+            return
+        index = self.tabs.indexOf(holder)
+        title = self.tabs.tabText(index)
+        current = self.tabs.currentIndex()
+        blocked = self.tabs.blockSignals(True)
+        try:
+            self.tabs.removeTab(index)
+            self.tabs.insertTab(index, panel, title)
+            self.tabs.setCurrentIndex(current)
+        finally:
+            self.tabs.blockSignals(blocked)
+        holder.deleteLater()
+
+    def _make_workloads(self) -> QWidget:
+        from sparksync.gui.workloads.workloads_panel import WorkloadsPanel
+
+        return WorkloadsPanel(actions=self.actions, fleet=self.the_fleet, parent=self)
+
+    def _make_models(self) -> QWidget:
+        from sparksync.gui.models.models_panel import ModelsPanel
+
+        return ModelsPanel(fleet=self.the_fleet, parent=self)
+
+    def _make_chat(self) -> QWidget:
+        from sparksync.gui.chat.chat_panel import ChatPanel
+
+        return ChatPanel(reach=self._tunnel_reach, parent=self)
+
+    def _make_benchmarks(self) -> QWidget:
+        from sparksync.gui.benchmarks.benchmarks_panel import BenchmarksPanel
+
+        return BenchmarksPanel(parent=self)
+
+    def _make_planner(self) -> QWidget:
+        from sparksync.gui.planner.planner_panel import PlannerPanel
+
+        return PlannerPanel(self)
+
+    def _make_switchyard(self) -> QWidget:
+        from sparksync.gui.switchyard.switchyard_view import SwitchyardView, app_watch
+
+        return SwitchyardView(app_watch(self.actions), self, actions=self.actions)
+
+    def _make_topology(self) -> QWidget:
+        from sparksync.gui.topology.topology_view import TopologyView
+
+        return TopologyView(self)
+
+    def _make_cluster(self) -> QWidget:
+        from sparksync.gui.topology.cluster_assistant import ClusterAssistantView
+
+        return ClusterAssistantView(self.the_fleet, self.topology, self)
+
+    def _make_local_model(self) -> QWidget:
+        from sparksync.gui.dashboard.local_model_card import LocalModelCard
+
+        card = LocalModelCard(self.workloads.control, self)
+        self.dashboard.add_banner(card)
+        return card
+
+    def _wire(self, name: str, part) -> None:
+        """Connect a part just built: what it tells the window, and what the window tells it."""
+        if hasattr(part, "status_message"):
+            part.status_message.connect(self._on_dashboard_status_message)
+        if hasattr(part, "error_raised"):
+            part.error_raised.connect(self._on_jobs_error_raised)
+        if name == "workloads":
+            part.rows_shown.connect(self._on_workloads_rows_shown)
+            part.workload_failed.connect(self.notifier.workload_failed)
+            part.workload_ended.connect(self.notifier.workload_ended)
+            if self._paired_names is not None:
+                part.set_nodes(self._paired_names)
+        elif name == "switchyard":
+            part.readings_shown.connect(self._on_switchyard_readings_shown)
+        elif name == "chat":
+            if self._workload_rows is not None:
+                part.set_workload_rows(self._workload_rows)
+            if self._gateway_readings is not None:
+                part.set_gateways(self._gateway_readings)
+        elif name == "cluster":
+            part.fabric_health_changed.connect(self._on_fabric_health_changed)
+            if self.tray is not None:
+                self._tray_follows_cluster(self.tray, part)
+        elif name == "topology":
+            self.feeds.sample_received.connect(part.add_sample)
+            self.feeds.node_ready.connect(part.add_snapshot)
+        elif name == "benchmarks":
+            part.tokens_measured.connect(self.model.add_tokens)
+            part.run_finished.connect(self._on_benchmarks_run_finished)
+        elif name == "local_model":
+            part.started.connect(lambda _view: self.workloads.watch())
+            part.stopped.connect(lambda _id: self.workloads.refresh())
+
+    def _on_workloads_rows_shown(self, rows: list) -> None:
+        self._workload_rows = rows
+        chat = self.built("chat")
+        if chat is not None:
+            chat.set_workload_rows(rows)
+
+    def _on_switchyard_readings_shown(self, readings: list) -> None:
+        self._gateway_readings = readings
+        chat = self.built("chat")
+        if chat is not None:
+            chat.set_gateways(readings)
+
+    def _build_next(self) -> None:
+        """One part per turn of the event loop, so the window keeps answering while they are built."""
+        if self._closing or not self._to_build:
+            return
+        name = self._to_build.popleft()
+        if name == "local_model":
+            card = self.local_model
+            if card is not None:
+                card.check_engine()
+        elif name == "workloads":
+            # A recorded workload that fails is told from the start, not only once its tab is shown.
+            self.workloads.watch_if_recorded()
+        elif name == "switchyard":
+            self.switchyard.start()
+        elif name == "cluster":
+            # The newest fabric check (a file read, in a worker): the tray says at once when it found trouble.
+            self.cluster.load()
+        else:
+            self._part(name)
+        if self._to_build:
+            self._build_timer.start()
 
     def _menus(self) -> None:
         menu = self.menuBar().addMenu("&SparkSync")
@@ -244,35 +447,7 @@ class MainWindow(QMainWindow):
         self.dashboard.memory_unit_changed.connect(self._on_dashboard_memory_unit_changed)
         self.nodes_panel.status_message.connect(self._on_dashboard_status_message)
         self.nodes_panel.error_raised.connect(self._on_jobs_error_raised)
-        self.benchmarks.status_message.connect(self._on_dashboard_status_message)
-        self.benchmarks.error_raised.connect(self._on_jobs_error_raised)
-        self.workloads.status_message.connect(self._on_dashboard_status_message)
-        self.workloads.error_raised.connect(self._on_jobs_error_raised)
-        self.models.status_message.connect(self._on_dashboard_status_message)
-        self.models.error_raised.connect(self._on_jobs_error_raised)
-        self.switchyard.status_message.connect(self._on_dashboard_status_message)
-        self.cluster.status_message.connect(self._on_dashboard_status_message)
-        self.cluster.error_raised.connect(self._on_jobs_error_raised)
-        self.switchyard.error_raised.connect(self._on_jobs_error_raised)
-        self.planner.error_raised.connect(self._on_jobs_error_raised)
-        self.chat.status_message.connect(self._on_dashboard_status_message)
-        self.chat.error_raised.connect(self._on_jobs_error_raised)
-        self.workloads.rows_shown.connect(self.chat.set_workload_rows)
-        self.switchyard.readings_shown.connect(self.chat.set_gateways)
-        self.workloads.workload_failed.connect(self.notifier.workload_failed)
-        self.workloads.workload_ended.connect(self.notifier.workload_ended)
         self.cluster_event.connect(self.notifier.cluster_event)
-        self.cluster.fabric_health_changed.connect(self._on_fabric_health_changed)
-        if self.local_model is not None:
-            self.local_model.status_message.connect(self._on_dashboard_status_message)
-            self.local_model.error_raised.connect(self._on_jobs_error_raised)
-            self.local_model.started.connect(lambda _view: self.workloads.watch())
-            self.local_model.stopped.connect(lambda _id: self.workloads.refresh())
-        self.nodes_panel.paired_changed.connect(
-            lambda nodes: self.workloads.set_nodes([n.name for n in nodes])
-        )
-        self.benchmarks.tokens_measured.connect(self.model.add_tokens)
-        self.benchmarks.run_finished.connect(self._on_benchmarks_run_finished)
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -280,8 +455,6 @@ class MainWindow(QMainWindow):
         feeds = self.feeds
         feeds.sample_received.connect(self._on_feeds_sample_received)
         feeds.node_ready.connect(self._on_feeds_node_ready)
-        feeds.sample_received.connect(self.topology.add_sample)
-        feeds.node_ready.connect(self.topology.add_snapshot)
         feeds.status_changed.connect(self._on_feeds_status_changed)
         feeds.error_raised.connect(self._on_feeds_error_raised)
         feeds.connected.connect(self._on_feeds_connected)
@@ -297,14 +470,11 @@ class MainWindow(QMainWindow):
         self.history.start(COARSE_SPAN_S)
         if self.nodes:
             self.open_fleet()
-        if self.local_model is not None:
-            self.local_model.check_engine()
         self.nodes_panel.reload()
-        # A recorded workload that fails is told from the start, not only once its tab is shown.
-        self.workloads.watch_if_recorded()
-        self.switchyard.start()
-        # The newest fabric check (a file read, in a worker): the tray says at once when it found trouble.
-        self.cluster.load()
+        # The other tabs next, one per turn of the event loop: the workloads' and gateways' watch,
+        # the newest fabric check, then the rest.
+        self._to_build.extend(START_ORDER)
+        self._build_timer.start()
 
     def _has_fleet(self) -> bool:
         return callable(getattr(self.actions, "fleet", None))
@@ -353,6 +523,9 @@ class MainWindow(QMainWindow):
         self.model.set_apart([n for n in self.nodes if n not in self._paired_names] if self._paired_names else [])
         if self._paired_names:
             self.open_fleet()
+        workloads = self.built("workloads")
+        if workloads is not None:
+            workloads.set_nodes(self._paired_names)
         self._sync_feeds()
 
     def _tunnel_reach(self):
@@ -413,15 +586,22 @@ class MainWindow(QMainWindow):
         if tray is not None:
             self.nodes_panel.rows.add_listener(tray.on_rows_changed)
             self.nodes_panel.paired_changed.connect(lambda nodes: tray.set_nodes([n.name for n in nodes]))
-            self.cluster.fabric_health_changed.connect(tray.set_fabric_health)
-            if self.cluster.health:
-                tray.set_fabric_health(self.cluster.health)
+            cluster = self.built("cluster")  # else wired when it is built
+            if cluster is not None:
+                self._tray_follows_cluster(tray, cluster)
             tray.connection_changed.connect(self._on_tray_connection_changed)
+
+    def _tray_follows_cluster(self, tray, cluster) -> None:
+        cluster.fabric_health_changed.connect(tray.set_fabric_health)
+        if cluster.health:
+            tray.set_fabric_health(cluster.health)
 
     def _on_fabric_health_changed(self, health: str | None) -> None:
         """A check (run here, or the newest stored one read at start) flagged links: told through the events door."""
         events = getattr(self.actions, "events", None)
         if health and events is not None:
+            from sparksync.core.fabric import tell_degraded
+
             tell_degraded(events, self.cluster.report)
 
     def _on_tray_connection_changed(self, name: str, connected: bool) -> None:
@@ -444,6 +624,10 @@ class MainWindow(QMainWindow):
         return format_memory(used, unit), format_bytes(total, unit) if total is not None else None
 
     def _on_tabs_current_changed(self, _index: int) -> None:
+        shown = self.tabs.currentWidget()
+        for name, holder in list(self._placeholders.items()):
+            if holder is shown:
+                self._part(name)  # first shown: the real panel takes its place
         if self.tabs.currentWidget() is self.nodes_panel:
             self.start_discovery()
 
@@ -529,34 +713,36 @@ class MainWindow(QMainWindow):
         self._stop_asking()
         discovery, actions, feeds = self.discovery, self.actions, self.feeds
         own_fleet = self._the_fleet if self._own_fleet else None
-        workloads = self.workloads.jobs
-        self.workloads.shutdown(0)  # a launch in progress is cancelled: it stops what it had started
-        switchyard = self.switchyard
-        switchyard.shutdown(0)
-        cluster_jobs = self.cluster.jobs
-        chat = self.chat
-        chat.stop()  # an answer streaming in ends; its tunnel closes before the fleet does
-        models = self.models
-        models.shutdown()  # a copy stops; what arrived stays, partial, for the next run
-        local_model = self.local_model
+        self._to_build.clear()  # a part never built has nothing to stop
+        names = ("workloads", "switchyard", "cluster", "chat", "models", "local_model")
+        workloads, switchyard, cluster, chat, models, local_model = (self.built(name) for name in names)
+        if workloads is not None:
+            workloads.shutdown(0)  # a launch in progress is cancelled
+        if switchyard is not None:
+            switchyard.shutdown(0)
+        if chat is not None:
+            chat.stop()  # an answer streaming in ends; its tunnel closes first
+        if models is not None:
+            models.shutdown()  # a copy stops; what arrived stays, partial
         if local_model is not None:
             local_model.shutdown()
 
         def close() -> None:
             try:
                 # The cancelled launch stops its ranks over the fleet's links: they close after it.
-                if not workloads.wait(WORKLOADS_STOP_WAIT_S):
+                if workloads is not None and not workloads.jobs.wait(WORKLOADS_STOP_WAIT_S):
                     log.warning(
                         "a workload launch still runs after %g s; closing its links anyway",
                         WORKLOADS_STOP_WAIT_S,
                     )
-                switchyard.jobs.wait()  # its poll may use a tunnel on the fleet: closed before it
-                cluster_jobs.wait(WORKLOADS_STOP_WAIT_S)  # a check or mesh runs over the fleet's transports
-                chat.jobs.wait(WORKLOADS_STOP_WAIT_S)
-                models.jobs.wait(WORKLOADS_STOP_WAIT_S)  # a stopped copy cancels its jobs over the links
-                if local_model is not None:
-                    local_model.jobs.wait(WORKLOADS_STOP_WAIT_S)  # its answers stop at once; a start ends
-                switchyard.watch.close()
+                if switchyard is not None:
+                    switchyard.jobs.wait()  # its poll may use a fleet tunnel
+                for part in (cluster, chat, models, local_model):
+                    # A check or mesh, a chat's tunnel, a copy, a local start: all over the fleet's links.
+                    if part is not None:
+                        part.jobs.wait(WORKLOADS_STOP_WAIT_S)
+                if switchyard is not None:
+                    switchyard.watch.close()
                 feeds.join(30.0)  # their last events are out; the threads themselves end now
                 actions.close()
                 if own_fleet is not None:
@@ -587,6 +773,8 @@ class MainWindow(QMainWindow):
 
     def open_custom_apps(self) -> CustomAppsDialog:
         if self.apps_dialog is None:  # kept, like the settings: a worker may still answer it
+            from sparksync.gui.nodes.custom_apps_dialog import CustomAppsDialog
+
             self.apps_dialog = CustomAppsDialog(self.actions, self.jobs, self)
             self.apps_dialog.apps_changed.connect(self._on_apps_dialog_apps_changed)
         else:
@@ -606,6 +794,8 @@ class MainWindow(QMainWindow):
 
     def open_settings(self) -> SettingsDialog:
         if self.settings_dialog is None:  # kept: its keyring check may still answer after it closes
+            from sparksync.gui.settings.settings_dialog import SettingsDialog
+
             self.settings_dialog = SettingsDialog(self.settings, self.actions, self.jobs, self)
             self.settings_dialog.settings_accepted.connect(self.apply_settings)
         else:
@@ -668,6 +858,8 @@ class MainWindow(QMainWindow):
 
     def _on_benchmarks_run_finished(self, record) -> None:
         if not self._closing:  # a run cancelled by quitting is no news
+            from sparksync.gui.benchmarks.run_details import finished_text
+
             self.notifier.benchmark_finished(*finished_text(record))
 
     def _on_history_loaded(self, histories: dict) -> None:

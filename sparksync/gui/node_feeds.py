@@ -13,23 +13,17 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal
 
 from sparksync.core.base import Backoff
-from sparksync.core.fleet import (
-    RETRY,
-    Connecting,
-    Ended,
-    FollowEvent,
-    Gap,
-    Live,
-    Ready,
-    Retrying,
-    SampleIn,
-    TelemetryFollower,
-    Trouble,
-)
+
+if TYPE_CHECKING:
+    from sparksync.core.fleet import FollowEvent, TelemetryFollower
+
+# The follower (and the agent client under it: httpx) is imported once the window follows a node,
+# not before the window's first paint.
 
 
 class NodeFeeds(QObject):
@@ -42,9 +36,10 @@ class NodeFeeds(QObject):
     feed_ended = Signal(str)  # node name: its thread has ended
     _arrived = Signal(object)  # a FollowEvent, from a follower thread
 
-    def __init__(self, names: Iterable[str], parent: QObject, *, retry: Backoff = RETRY):
+    def __init__(self, names: Iterable[str], parent: QObject, *, retry: Backoff | None = None):
         super().__init__(parent)
-        self.retry = retry  # the follower's wait between finding an agent again (set before attach)
+        # The follower's wait between finding an agent again (set before attach; None: the core's RETRY).
+        self.retry = retry
         self._wanted = list(dict.fromkeys(names))
         self._follower: TelemetryFollower | None = None
         self._threads: Counter[str] = Counter()  # node -> its threads still running
@@ -58,7 +53,10 @@ class NodeFeeds(QObject):
         """Start following, through ``fleet``'s links, every node wanted so far (and those added later)."""
         if self._follower is not None:
             return
-        self._follower = TelemetryFollower(fleet, [], on_event=self._arrived.emit, retry=self.retry)
+        from sparksync.core.fleet import RETRY, TelemetryFollower
+
+        retry = self.retry if self.retry is not None else RETRY
+        self._follower = TelemetryFollower(fleet, [], on_event=self._arrived.emit, retry=retry)
         self._follower.start()
         for name in self._wanted:
             self._start(name)
@@ -111,6 +109,8 @@ class NodeFeeds(QObject):
         self._follower.add(name)
 
     def _on_follower_event(self, event: FollowEvent) -> None:
+        from sparksync.core.fleet import Connecting, Ended, Gap, Live, Ready, Retrying, SampleIn, Trouble
+
         name = event.node
         if isinstance(event, SampleIn):
             self.sample_received.emit(name, event.sample)

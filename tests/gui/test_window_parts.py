@@ -40,13 +40,34 @@ def test_every_tool_is_a_tab_of_its_own(window_for):
     win = window_for()
     titles = [win.tabs.tabText(i) for i in range(win.tabs.count())]
     assert titles == ["Dashboard", "Nodes", "Workloads", "Models", "Chat", "Benchmarks", "Planner", "Switchyard", "Topology"]
-    assert [win.tabs.widget(i) for i in range(win.tabs.count())] == [
+    panels = [
         win.dashboard, win.nodes_panel, win.workloads, win.models, win.chat, win.benchmarks, win.planner, win.switchyard,
         win.cluster,
-    ]  # fmt: skip
+    ]  # fmt: skip  (each built here, on first use, in its tab's place)
+    assert [win.tabs.widget(i) for i in range(win.tabs.count())] == panels
     # Not also tucked inside another tab.
     assert not win.dashboard.isAncestorOf(win.switchyard) and not win.benchmarks.isAncestorOf(win.planner)
     assert win.cluster.pages.widget(1) is win.topology  # the live topology, a page of the cluster assistant
+
+
+def test_only_the_dashboard_and_the_nodes_are_built_before_the_first_paint(qtbot, window_for):
+    from sparksync.gui.main_window import TABS
+
+    win = window_for()
+    lazy = ["workloads", "models", "chat", "benchmarks", "planner", "switchyard", "cluster", "topology", "local_model"]
+    assert [name for name in lazy if win.built(name) is not None] == []
+    assert win.tabs.currentWidget() is win.dashboard
+    # A tab shown first builds its panel in its place, and stays the current tab.
+    index = [win.tabs.tabText(i) for i in range(win.tabs.count())].index("Planner")
+    win.tabs.setCurrentIndex(index)
+    assert win.built("planner") is not None and win.tabs.currentWidget() is win.planner
+    assert win.tabs.currentIndex() == index and win.tabs.tabText(index) == "Planner"
+    # Once started, the rest are built a turn of the event loop each, the window answering between them.
+    win.start()
+    assert win.built("workloads") is None
+    qtbot.waitUntil(lambda: all(win.built(name) is not None for name in lazy), timeout=20_000)
+    assert win.tabs.currentWidget() is win.planner
+    assert [win.tabs.widget(i) for i in range(win.tabs.count())] == [getattr(win, name) for name in TABS.values()]
 
 
 def test_closing_with_a_tray_hides_says_so_once_and_quit_ends(qtbot, window_for):

@@ -323,7 +323,8 @@ def test_the_last_launch_is_kept_in_a_versioned_file_and_a_newer_one_is_left_alo
 
 def test_the_main_window_holds_the_panel_in_place_of_the_placeholder(window):
     index = next(i for i in range(window.tabs.count()) if window.tabs.tabText(i) == "Workloads")
-    assert window.tabs.widget(index) is window.workloads
+    panel = window.workloads  # built on first use (or once the window has painted), in its tab's place
+    assert window.tabs.widget(index) is panel and window.tabs.tabText(index) == "Workloads"
     assert WorkloadStore().list() == []
 
 
