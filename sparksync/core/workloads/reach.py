@@ -42,7 +42,7 @@ class HasTransports(Protocol):
 class TunnelReach:
     """A local port forwarded to the endpoint as the head node sees it (this computer's: as it is)."""
 
-    def __init__(self, fleet: HasTransports, timeout: float = TUNNEL_TIMEOUT_S):
+    def __init__(self, fleet: object, timeout: float = TUNNEL_TIMEOUT_S):
         self.fleet, self.timeout = fleet, timeout
 
     @contextmanager
@@ -51,6 +51,9 @@ class TunnelReach:
         if is_local(endpoint.node):
             yield f"http://{_bracketed(host)}:{endpoint.port}"
             return
+        # Checked here, not up front: isinstance reads the transports property, which makes them.
+        if not isinstance(self.fleet, HasTransports):
+            raise WorkloadError("these nodes are not reached over SSH here, so no tunnel can be opened.")
         from sparksync.core.ssh.tunnel import open_tunnel
 
         tunnel = open_tunnel(self.fleet.transports, endpoint.node, endpoint.port, remote_host=host,

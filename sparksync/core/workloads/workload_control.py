@@ -50,7 +50,7 @@ from sparksync.core.workloads.training_scaling import (
     record_before_stop,
     scaling,
 )
-from sparksync.core.workloads.reach import HasTransports, TunnelReach, open_workload
+from sparksync.core.workloads.reach import TunnelReach, open_workload
 from sparksync.core.workloads.workload_store import Endpoint, RankRef, WorkloadRecord, WorkloadStore
 
 if TYPE_CHECKING:
@@ -298,12 +298,11 @@ class WorkloadControl:
         """Keep a tunnel to each of the workload's HTTP endpoints until ``close_api``: [(endpoint, URL)]."""
         if workload_id in self._opened:
             return self._opened[workload_id][1]
-        fleet = self.agents
-        if not isinstance(fleet, HasTransports):
-            raise WorkloadError("these nodes are not reached over SSH here, so no tunnel can be opened.")
+        # TunnelReach touches the fleet's SSH transports (the keyring, the client key) only for an
+        # engine on a node: opening one on this computer never waits on them.
         stack = ExitStack()
         try:
-            opened = stack.enter_context(open_workload(TunnelReach(fleet), self.store.list(), workload_id))
+            opened = stack.enter_context(open_workload(TunnelReach(self.agents), self.store.list(), workload_id))
         except BaseException:
             stack.close()
             raise

@@ -53,3 +53,22 @@ def test_a_paired_nodes_loopback_engine_still_needs_a_tunnel():
     there = Endpoint(group="g-1", node="spark-1", host="127.0.0.1", port=8080, listen="127.0.0.1")
     with pytest.raises(Exception, match="only that node can reach"):
         direct_url(there, {"spark-1": "10.0.0.1"})
+
+
+def test_opening_the_api_of_an_engine_here_never_makes_the_ssh_transports(tmp_path):
+    # The Workloads panel's "Open API": for this computer's engine the fleet's SSH side (the
+    # client key, the keyring) is never touched, so a slow or locked keyring cannot hold it up.
+    from sparksync.core.workloads import Group, Plan, RankRef, WorkloadControl, WorkloadRecord, WorkloadStore
+
+    here = Endpoint(group="g-1", node="this computer", host="127.0.0.1", port=18080, listen="127.0.0.1")
+    record = WorkloadRecord(
+        workload_id="w-here", recipes=["r"], plan=Plan(groups=[Group(recipe="r", nodes=["this computer"])]),
+        ranks=[RankRef(node="this computer", name="r-1.0.llama-server", group="g-1", rank=0, role="llama-server")],
+        endpoints=[here],
+    )
+    store = WorkloadStore(tmp_path / "workloads.json")
+    store.add(record)
+    control = WorkloadControl(NoSsh, store=store)
+    [(endpoint, url)] = control.open_api("w-here")
+    assert (endpoint, url) == (here, "http://127.0.0.1:18080")
+    control.close_all_api()
