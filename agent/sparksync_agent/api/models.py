@@ -124,8 +124,7 @@ async def delete_model(
 @router.post("/reach", response_model=ReachReply, responses=_ERRORS)
 async def reach(body: ReachRequest, request: Request) -> ReachReply:
     """Whether this node can ssh to another with its own key (the node-to-node mesh)."""
-    _jobs(request)
-    return await _off_loop(JobBoard.reach, body)
+    return await _off_loop(_jobs(request).reach, body)
 
 
 @router.post("/jobs/fetch", response_model=ModelJob, status_code=201, responses=_ERRORS)

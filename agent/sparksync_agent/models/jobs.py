@@ -131,7 +131,7 @@ class JobBoard:
             raise ModelError(400, "bad_files", f"{request.name} has no file {unknown[0]!r}")
         sizes = {rel: (found.directory / rel).stat().st_size for rel in files}
         job = _Job(JobKind.push, request.name, sum(sizes.values()))
-        rsh = ssh_command(request.port, request.identity_file, request.known_hosts)
+        rsh = ssh_command(request.port, request.identity_file, request.known_hosts, control_dir=self.control_dir)
         dest = f"{request.user}@{request.host}:{request.staging}"
         argv = rsync_argv(str(found.directory), dest, rsh=rsh, checksum=request.checksum)
         return self._add(job, lambda j: self._run_rsync(j, argv, files))
@@ -155,11 +155,23 @@ class JobBoard:
 
     # --- reach -------------------------------------------------------------------------------------
 
-    @staticmethod
-    def reach(request: ReachRequest, timeout_s: float = 15.0) -> ReachReply:
-        """Whether this node can ssh to ``host`` with its own key (the node-to-node mesh)."""
+    @property
+    def control_dir(self) -> Path:
+        """Where this agent's ssh masters keep their sockets (see ``ssh_command``).
+
+        Under ``~/.ssh``, not the state dir: a socket's path must stay short.
+        """
+        return Path.home() / ".ssh" / "sparksync"
+
+    def reach(self, request: ReachRequest, timeout_s: float = 15.0) -> ReachReply:
+        """Whether this node can ssh to ``host`` with its own key (the node-to-node mesh).
+
+        The connection stays up a while, so the push that follows rides on it.
+        """
         checks.user(request.user)
-        argv = [*ssh_command(request.port, request.identity_file, request.known_hosts, timeout_s=5),
+        ssh = ssh_command(request.port, request.identity_file, request.known_hosts, timeout_s=5,
+                          control_dir=self.control_dir)  # fmt: skip
+        argv = [*ssh,
                 f"{request.user}@{request.host}", "command -v rsync >/dev/null"]  # fmt: skip
         try:
             done = subprocess.run(argv, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
