@@ -1,9 +1,10 @@
-"""The ssh a node-to-node copy runs: its connection sharing and where its socket lives."""
+"""A copy's ssh (its connection sharing, where its socket lives), and how a job's end is heard."""
 
 from __future__ import annotations
 
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 from sparksync_agent.transfer import ssh_command
@@ -36,3 +37,16 @@ def test_a_socket_path_too_long_for_ssh_goes_without_sharing(tmp_path):
 
 def test_without_a_control_folder_nothing_is_shared():
     assert option(ssh_command(22), "ControlPath") is None
+
+
+def test_a_reader_waiting_on_a_job_hears_its_end_and_one_that_stays_running_as_it_is(tmp_path):
+    from sparksync_agent.models import JobBoard, ModelStore
+    from sparksync_agent.models.jobs import _Job
+    from sparksync_agent.protocol import JobKind, JobState
+
+    board = JobBoard(ModelStore(tmp_path))
+    release = threading.Event()
+    job = board._add(_Job(JobKind.push, "m"), lambda j: (release.wait(10), j.finish(JobState.done)))
+    assert board.get(job.id, wait_s=0.05).state is JobState.running  # the wait passed; still running
+    threading.Timer(0.2, release.set).start()
+    assert board.get(job.id, wait_s=5.0).state is JobState.done  # answered on its end, not before

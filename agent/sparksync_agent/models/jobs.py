@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 KEEP = 50
 POLL_S = 0.25
+JOB_WAIT_MAX_S = 5.0  # the longest a reader of a job may wait for its end in one call
 
 
 class _Job:
@@ -53,6 +54,7 @@ class _Job:
         self.proc: subprocess.Popen | None = None
         self.cancelled = False
         self.lock = threading.Lock()
+        self.ended = threading.Event()
 
     def update(self, **changes) -> None:
         with self.lock:
@@ -62,6 +64,7 @@ class _Job:
         if self.cancelled and state is JobState.failed:
             state, message = JobState.cancelled, "cancelled; what was copied is kept for the next run"
         self.update(state=state, message=message, finished_at=time.time(), **changes)
+        self.ended.set()
 
 
 class JobBoard:
@@ -74,8 +77,12 @@ class JobBoard:
         with self._lock:
             return [j.status for j in self._jobs.values()]
 
-    def get(self, job_id: str) -> ModelJob:
-        return self._job(job_id).status
+    def get(self, job_id: str, wait_s: float = 0.0) -> ModelJob:
+        """The job now, or once it has ended, waiting at most ``wait_s``: its end is heard at once."""
+        job = self._job(job_id)
+        if wait_s > 0:
+            job.ended.wait(min(wait_s, JOB_WAIT_MAX_S))
+        return job.status
 
     def cancel(self, job_id: str) -> ModelJob:
         job = self._job(job_id)
