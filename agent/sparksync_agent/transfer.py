@@ -15,6 +15,7 @@ import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 RSYNC = "rsync"
 
@@ -48,9 +49,19 @@ def rsync_argv(
 
 
 def ssh_command(
-    port: int, identity_file: str | None = None, known_hosts: str | None = None, timeout_s: int = 10
+    port: int,
+    identity_file: str | None = None,
+    known_hosts: str | None = None,
+    timeout_s: int = 10,
+    control_dir: Path | None = None,
 ) -> list[str]:
-    """ssh for a node-to-node copy: keys only, never a prompt, never a host key accepted unseen."""
+    """ssh for a node-to-node copy: keys only, never a prompt, never a host key accepted unseen.
+
+    With ``control_dir``, the first ssh to a host (the route's reach check) stays
+    up for ``CONTROL_PERSIST_S`` as a master that the copy's rsync then rides on,
+    so a copy pays one key exchange, not two. The socket lives in a folder only
+    the agent's user can enter; a path too long for a socket goes without.
+    """
     argv = [
         "ssh", "-p", str(port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
         "-o", f"ConnectTimeout={timeout_s}", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
@@ -59,7 +70,28 @@ def ssh_command(
         argv += ["-i", identity_file, "-o", "IdentitiesOnly=yes"]
     if known_hosts:
         argv += ["-o", f"UserKnownHostsFile={known_hosts}"]
+    folder = _control_folder(control_dir) if control_dir is not None else None
+    if folder is not None:
+        argv += ["-o", "ControlMaster=auto", "-o", f"ControlPath={folder}/%C",
+                 "-o", f"ControlPersist={CONTROL_PERSIST_S}"]  # fmt: skip
     return argv
+
+
+CONTROL_PERSIST_S = 30
+# sun_path holds 107 bytes on Linux; %C expands to 40 hex digits, and ssh binds the socket under
+# that name plus a 17-byte temporary suffix first (a longer path is a fatal error to ssh).
+_SOCKET_PATH_MAX = 107
+
+
+def _control_folder(control_dir: Path) -> Path | None:
+    if len(os.fsencode(control_dir)) + 1 + 40 + 17 > _SOCKET_PATH_MAX:
+        return None
+    try:
+        control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        control_dir.chmod(0o700)
+    except OSError:
+        return None
+    return control_dir
 
 
 @dataclass

@@ -10,6 +10,7 @@ from starlette.convertors import Convertor, register_url_convertor
 
 from sparksync_agent.api.errors import ApiError
 from sparksync_agent.models import JobBoard, ModelError, ModelStore
+from sparksync_agent.models.jobs import JOB_WAIT_MAX_S
 from sparksync_agent.protocol import (
     DELETABLE_NAME_REGEX,
     ErrorBody,
@@ -124,8 +125,7 @@ async def delete_model(
 @router.post("/reach", response_model=ReachReply, responses=_ERRORS)
 async def reach(body: ReachRequest, request: Request) -> ReachReply:
     """Whether this node can ssh to another with its own key (the node-to-node mesh)."""
-    _jobs(request)
-    return await _off_loop(JobBoard.reach, body)
+    return await _off_loop(_jobs(request).reach, body)
 
 
 @router.post("/jobs/fetch", response_model=ModelJob, status_code=201, responses=_ERRORS)
@@ -146,8 +146,13 @@ async def jobs(request: Request) -> JobList:
 
 
 @router.get("/jobs/{job_id}", response_model=ModelJob, responses=_ERRORS)
-async def job(job_id: str, request: Request) -> ModelJob:
-    return await _off_loop(_jobs(request).get, job_id)
+async def job(
+    job_id: str,
+    request: Request,
+    wait_s: float = Query(0.0, ge=0.0, le=JOB_WAIT_MAX_S, description="Answer when the job ends, or after this."),
+) -> ModelJob:
+    """The job; with ``wait_s``, its state once it has ended or ``wait_s`` has passed."""
+    return await _off_loop(_jobs(request).get, job_id, wait_s)
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=ModelJob, responses=_ERRORS)

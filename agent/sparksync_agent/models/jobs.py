@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 KEEP = 50
 POLL_S = 0.25
+JOB_WAIT_MAX_S = 5.0  # the longest a reader of a job may wait for its end in one call
 
 
 class _Job:
@@ -53,6 +54,7 @@ class _Job:
         self.proc: subprocess.Popen | None = None
         self.cancelled = False
         self.lock = threading.Lock()
+        self.ended = threading.Event()
 
     def update(self, **changes) -> None:
         with self.lock:
@@ -62,6 +64,7 @@ class _Job:
         if self.cancelled and state is JobState.failed:
             state, message = JobState.cancelled, "cancelled; what was copied is kept for the next run"
         self.update(state=state, message=message, finished_at=time.time(), **changes)
+        self.ended.set()
 
 
 class JobBoard:
@@ -74,8 +77,12 @@ class JobBoard:
         with self._lock:
             return [j.status for j in self._jobs.values()]
 
-    def get(self, job_id: str) -> ModelJob:
-        return self._job(job_id).status
+    def get(self, job_id: str, wait_s: float = 0.0) -> ModelJob:
+        """The job now, or once it has ended, waiting at most ``wait_s``: its end is heard at once."""
+        job = self._job(job_id)
+        if wait_s > 0:
+            job.ended.wait(min(wait_s, JOB_WAIT_MAX_S))
+        return job.status
 
     def cancel(self, job_id: str) -> ModelJob:
         job = self._job(job_id)
@@ -131,7 +138,7 @@ class JobBoard:
             raise ModelError(400, "bad_files", f"{request.name} has no file {unknown[0]!r}")
         sizes = {rel: (found.directory / rel).stat().st_size for rel in files}
         job = _Job(JobKind.push, request.name, sum(sizes.values()))
-        rsh = ssh_command(request.port, request.identity_file, request.known_hosts)
+        rsh = ssh_command(request.port, request.identity_file, request.known_hosts, control_dir=self.control_dir)
         dest = f"{request.user}@{request.host}:{request.staging}"
         argv = rsync_argv(str(found.directory), dest, rsh=rsh, checksum=request.checksum)
         return self._add(job, lambda j: self._run_rsync(j, argv, files))
@@ -155,11 +162,23 @@ class JobBoard:
 
     # --- reach -------------------------------------------------------------------------------------
 
-    @staticmethod
-    def reach(request: ReachRequest, timeout_s: float = 15.0) -> ReachReply:
-        """Whether this node can ssh to ``host`` with its own key (the node-to-node mesh)."""
+    @property
+    def control_dir(self) -> Path:
+        """Where this agent's ssh masters keep their sockets (see ``ssh_command``).
+
+        Under ``~/.ssh``, not the state dir: a socket's path must stay short.
+        """
+        return Path.home() / ".ssh" / "sparksync"
+
+    def reach(self, request: ReachRequest, timeout_s: float = 15.0) -> ReachReply:
+        """Whether this node can ssh to ``host`` with its own key (the node-to-node mesh).
+
+        The connection stays up a while, so the push that follows rides on it.
+        """
         checks.user(request.user)
-        argv = [*ssh_command(request.port, request.identity_file, request.known_hosts, timeout_s=5),
+        ssh = ssh_command(request.port, request.identity_file, request.known_hosts, timeout_s=5,
+                          control_dir=self.control_dir)  # fmt: skip
+        argv = [*ssh,
                 f"{request.user}@{request.host}", "command -v rsync >/dev/null"]  # fmt: skip
         try:
             done = subprocess.run(argv, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL)

@@ -320,8 +320,13 @@ class AgentClient:
         return self._call(
             "POST", "/v1/models/jobs/push", ModelJob, f"copying {request.name} to {request.host}", json=body
         )
-    def model_job(self, job_id: str) -> ModelJob:
-        return self._call("GET", f"/v1/models/jobs/{job_id}", ModelJob, f"reading model job {job_id}")
+    def model_job(self, job_id: str, wait_s: float = 0.0) -> ModelJob:
+        """The job now, or, with ``wait_s``, once it ends or ``wait_s`` has passed (whichever is first)."""
+        if not wait_s:
+            return self._call("GET", f"/v1/models/jobs/{job_id}", ModelJob, f"reading model job {job_id}")
+        timeout = httpx.Timeout(self.timeout, read=wait_s + self.timeout)
+        return self._call("GET", f"/v1/models/jobs/{job_id}", ModelJob, f"reading model job {job_id}",
+                          params={"wait_s": wait_s}, timeout=timeout)  # fmt: skip
     def cancel_model_job(self, job_id: str) -> ModelJob:
         return self._call("POST", f"/v1/models/jobs/{job_id}/cancel", ModelJob, f"cancelling model job {job_id}")
 

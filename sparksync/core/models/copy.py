@@ -60,7 +60,8 @@ from sparksync.core.models.route import Route, Routes
 
 log = logging.getLogger(__name__)
 
-POLL_S = 0.1  # a push's progress; also how late its end is noticed
+WAIT_S = 0.5  # a push's progress is read this often; its end is heard at once
+POLL_S = 0.1  # the least time between two reads of a push (an agent that does not wait)
 
 
 class CopyCancelled(ModelError):
@@ -380,11 +381,14 @@ class ModelCopy:
             if self.cancel.is_set():
                 self.nodes.call(source, lambda c: c.cancel_model_job(job.id))
                 raise CopyCancelled("stopped; what arrived is kept in the target's staging folder")
-            job = self.nodes.call(source, lambda c: c.model_job(job.id))
+            asked = time.monotonic()
+            # The agent answers as soon as the job ends: its end is heard at once, and the
+            # progress is read only every WAIT_S, so the polls take little CPU from the copy.
+            job = self.nodes.call(source, lambda c: c.model_job(job.id, wait_s=WAIT_S))
             clock.tick(job.bytes_done)
             if job.state.finished:
                 break
-            time.sleep(POLL_S)
+            time.sleep(max(0.0, POLL_S - (time.monotonic() - asked)))  # an agent that does not wait
         if job.state.value != "done":
             raise CopyFailedError(job.message or f"the copy from {source} ended {job.state.value}")
         clock.tick(clock.total)
