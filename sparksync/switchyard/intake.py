@@ -14,7 +14,6 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from sparksync.switchyard import features
 from sparksync.switchyard.config import VIRTUAL_MODEL, SwitchyardConfig
 from sparksync.switchyard.policies import Decision, Policy
 from sparksync.switchyard.relay import Job
@@ -123,7 +122,7 @@ class Router:
             return Decision(model, "forced", f"model {model!r} names the pool"), "model"
         if model != VIRTUAL_MODEL:
             raise self._unknown_model(model)
-        return self.policy.decide(features.extract(body, endpoint)), "policy"
+        return self.policy.decide_request(body, endpoint), "policy"
 
     def _unknown_model(self, model: str) -> HttpError:
         return HttpError(

@@ -31,6 +31,28 @@ class SseScanner:
         return [line[5:].strip() for line in lines if line.startswith(b"data:")]
 
 
+def _marked_payloads(data: bytes, markers: tuple[bytes, ...]) -> list[bytes]:
+    """The ``data:`` payloads of the lines of ``data`` that hold any of ``markers``, in order.
+
+    The lines are found around each marker, not by splitting ``data``: an
+    answer's tail holds many events and one or two of them the counts.
+    """
+    starts: set[int] = set()
+    for marker in markers:
+        at = data.find(marker)
+        while at != -1:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            end = data.find(b"\n", at)
+            at = -1 if end == -1 else data.find(marker, end)
+    payloads = []
+    for start in sorted(starts):
+        end = data.find(b"\n", start)
+        line = data[start:] if end == -1 else data[start:end]
+        if line.startswith(b"data:"):
+            payloads.append(line[5:].strip())
+    return payloads
+
+
 def load_payload(payload: bytes) -> dict[str, Any] | None:
     if payload == DONE:
         return None
@@ -91,9 +113,8 @@ class StreamStats:
     def finish(self) -> None:
         self.ended_at = time.monotonic()
         tail = b"".join(self._tail)
-        for payload in SseScanner().feed(tail + b"\n"):
-            if b'"usage"' in payload or b'"timings"' in payload:
-                self._read_counts(load_payload(payload))
+        for payload in _marked_payloads(tail, (b'"usage"', b'"timings"')):
+            self._read_counts(load_payload(payload))
         # Closing events carry no output: [DONE] and each choice's finish chunk.
         self._events -= tail.count(DONE) + len(_FINISHED.findall(tail))
 

@@ -149,6 +149,19 @@ def test_fixed_share_preview_does_not_advance():
     assert [policy.decide(chat("x")).pool for _ in range(4)] == ["s", "l", "s", "l"]
 
 
+def test_the_gateway_path_decides_as_decide_does():
+    # The gateway hands the policy the body (decide_request); the fixed share reads none of it.
+    body = {"model": "switchyard", "messages": [{"role": "user", "content": "prove it " * 200}]}
+    shares = FixedSharePolicy("s", "l", Fraction(1, 3)), FixedSharePolicy("s", "l", Fraction(1, 3))
+    via_body = [shares[0].decide_request(body, "chat") for _ in range(6)]
+    assert via_body == [shares[1].decide(chat("x")) for _ in range(6)]
+    assert [d.pool for d in via_body] == ["s", "s", "l"] * 2 and via_body[2].reason == "request #3, large share 1/3"
+    rules = RulesPolicy(RulesPolicyConfig(kind="rules", small="s", large="l"))
+    assert rules.decide_request(body, "chat") == rules.decide(features.extract(body, "chat"))
+    # The long prompt counts: the body was read.
+    assert rules.decide_request(body, "chat").score != rules.decide(chat("x")).score
+
+
 # -- cascade ------------------------------------------------------------------------------------
 
 

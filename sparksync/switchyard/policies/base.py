@@ -5,6 +5,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from typing import Any
+
+from sparksync.switchyard import features as request_features
 from sparksync.switchyard.features import RequestFeatures
 
 
@@ -30,3 +33,10 @@ class Policy(ABC):
     def decide(self, features: RequestFeatures, *, commit: bool = True) -> Decision:
         """Where this request goes. ``commit=False`` previews without changing any state
         (``explain`` uses it, so explaining never shifts a fixed share)."""
+
+    def decide_request(self, body: dict[str, Any], endpoint: str) -> Decision:
+        """Where the request with this JSON body goes (the gateway's hot path).
+
+        A policy that never looks at the request overrides this, so that its
+        requests are not read for features nobody uses."""
+        return self.decide(request_features.extract(body, endpoint))
