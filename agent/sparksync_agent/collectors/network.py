@@ -42,7 +42,7 @@ _MANAGEMENT_PREFIXES = ("eth", "en", "wl", "ww")
 _IFF_UP = 0x1
 
 # /proc/net/dev columns after "name:": rx bytes packets errs drop fifo frame compressed multicast,
-# then tx bytes packets errs drop fifo colls carrier compressed. parse_net_dev keeps eight of them.
+# then tx bytes packets errs drop fifo colls carrier compressed. parse_counters keeps eight of them.
 _RX_BYTES, _RX_PACKETS, _RX_ERRS, _RX_DROP = 0, 1, 2, 3
 _TX_BYTES, _TX_PACKETS, _TX_ERRS, _TX_DROP = 8, 9, 10, 11
 
@@ -71,18 +71,23 @@ def classify_interface(name: str, sys_root: Path = Path("/sys")) -> InterfaceKin
     return InterfaceKind.other
 
 
-def parse_net_dev(data: bytes) -> dict[bytes, tuple[int, ...]]:
-    """Interface name -> the counters SparkSync uses, in ``Counters`` order."""
-    counters: dict[bytes, tuple[int, ...]] = {}
+def split_net_dev(data: bytes) -> dict[bytes, bytes]:
+    """Interface name -> the rest of its /proc/net/dev line: its counters, not parsed yet."""
+    lines: dict[bytes, bytes] = {}
     for line in data.split(b"\n")[2:]:
         name, sep, rest = line.partition(b":")
         if sep:
-            v = rest.split()
-            counters[name.strip()] = (
-                int(v[_RX_BYTES]), int(v[_RX_PACKETS]), int(v[_RX_ERRS]), int(v[_RX_DROP]),
-                int(v[_TX_BYTES]), int(v[_TX_PACKETS]), int(v[_TX_ERRS]), int(v[_TX_DROP]),
-            )  # fmt: skip
-    return counters
+            lines[name.strip()] = rest
+    return lines
+
+
+def parse_counters(rest: bytes) -> tuple[int, ...]:
+    """One interface's counters (the part of its line after "name:"), in ``Counters`` order."""
+    v = rest.split()
+    return (
+        int(v[_RX_BYTES]), int(v[_RX_PACKETS]), int(v[_RX_ERRS]), int(v[_RX_DROP]),
+        int(v[_TX_BYTES]), int(v[_TX_PACKETS]), int(v[_TX_ERRS]), int(v[_TX_DROP]),
+    )  # fmt: skip
 
 
 def rates_per_s(old: tuple[int, ...], new: tuple[int, ...], dt: float) -> tuple[float, float, float, float]:
@@ -171,53 +176,59 @@ class NetworkCollector(Collector):
         self._link_refresh_s = link_refresh_s
         self._links: dict[bytes, _Link] = {}
         self._links_at: float | None = None
-        self._previous: dict[bytes, tuple[int, ...]] = {}
+        # Per interface: its line's counters text and their values, as of the previous sample.
+        self._previous: dict[bytes, tuple[bytes, tuple[int, ...]]] = {}
         self._previous_at = 0.0
-        # Interface -> (link head, counters, JSON entry) of those whose counters stood still.
-        self._still: dict[bytes, tuple[bytes, tuple[int, ...], bytes]] = {}
+        # Interface -> (link head, JSON entry) of those whose counters stood still.
+        self._still: dict[bytes, tuple[bytes, bytes]] = {}
 
     def sample(self, now: float) -> list[NetInterfaceSample]:
         return _INTERFACES.validate_json(self.encode(now))
 
     def encode(self, now: float) -> bytes:
-        counters = parse_net_dev(self._dev.read())
-        if self._links_stale(now, counters):
-            self._refresh_links(now, counters)
-        previous, self._previous = self._previous, counters
+        lines = split_net_dev(self._dev.read())
+        if self._links_stale(now, lines):
+            self._refresh_links(now, lines)
+        previous, current = self._previous, {}
         dt, self._previous_at = now - self._previous_at, now
         links, encoded, still, self._still = self._links, [], self._still, {}
-        for name, values in counters.items():
-            old = previous.get(name)
+        for name, rest in lines.items():
             head = links[name].json_head
-            if old == values:
-                # No traffic since the previous sample (idle ports are most of a node's list):
-                # all rates are 0, so the entry is the one written last time it stood still.
+            old = previous.get(name)
+            if old is not None and old[0] == rest:
+                # No counter moved since the previous sample (idle ports are most of a node's list):
+                # the line is not even parsed, and the entry is the one written last time it stood still.
+                current[name] = old
                 entry = still.get(name)
-                if entry is None or entry[0] is not head or entry[1] != values:
-                    entry = (head, values, head + _COUNTERS_JSON % (0.0, 0.0, 0.0, 0.0, *values[2:4], *values[6:8]))
+                if entry is None or entry[0] is not head:
+                    values = old[1]
+                    entry = (head, head + _COUNTERS_JSON % (0.0, 0.0, 0.0, 0.0, *values[2:4], *values[6:8]))
                 self._still[name] = entry
-                encoded.append(entry[2])
+                encoded.append(entry[1])
                 continue
+            values = parse_counters(rest)
+            current[name] = (rest, values)
             # A new interface (or the first sample) has no rate yet: 0, not a since-boot figure.
-            rates = rates_per_s(old, values, dt) if old is not None else (0.0, 0.0, 0.0, 0.0)
+            rates = rates_per_s(old[1], values, dt) if old is not None else (0.0, 0.0, 0.0, 0.0)
             encoded.append(head + _COUNTERS_JSON % (*rates, *values[2:4], *values[6:8]))
+        self._previous = current
         return b"[%s]" % b",".join(encoded)
 
     def close(self) -> None:
         self._dev.close()
 
-    def _links_stale(self, now: float, counters: dict[bytes, tuple[int, ...]]) -> bool:
+    def _links_stale(self, now: float, lines: dict[bytes, bytes]) -> bool:
         if self._links_at is None or now - self._links_at >= self._link_refresh_s:
             return True
-        return any(name not in self._links for name in counters)
+        return not lines.keys() <= self._links.keys()  # a new interface
 
-    def _refresh_links(self, now: float, counters: dict[bytes, tuple[int, ...]]) -> None:
+    def _refresh_links(self, now: float, lines: dict[bytes, bytes]) -> None:
         try:
             addresses = self._addresses()
         except Exception:
             log.debug("reading interface addresses failed", exc_info=True)
             addresses = {}
-        names = {raw: raw.decode("utf-8", "replace") for raw in counters}
+        names = {raw: raw.decode("utf-8", "replace") for raw in lines}
         self._links = {raw: self._read_link(name, addresses.get(name, [])) for raw, name in names.items()}
         self._links_at = now
 
