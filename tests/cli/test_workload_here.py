@@ -144,7 +144,14 @@ def test_workload_open_prints_a_url_that_reaches_the_engine_until_ctrl_c(here):
         assert models, models
     finally:
         opener.send_signal(signal.SIGINT)
-        assert opener.wait(timeout=30) == 0, opener.stderr.read()
-        invoke("workload", "stop", workload_id)
+        try:
+            code = opener.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            opener.kill()  # never left behind for the next tests' process guards
+            opener.wait()
+            raise AssertionError(f"workload open did not end on Ctrl-C: {opener.stderr.read()}") from None
+        finally:
+            invoke("workload", "stop", workload_id)
+        assert code == 0, opener.stderr.read()
     unknown = CliRunner().invoke(cli, ["workload", "open", "nothing-here"])
     assert unknown.exit_code != 0 and "serves HTTP" in unknown.output
