@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,10 @@ def model_folder(
     """The model a folder holds, or None when it holds none (partial: any files count)."""
     if not valid_model_name(name):
         return None
+    # Look at the folder's own entries before walking it: a root set to a big tree ("/", a
+    # home) would otherwise walk every folder under it on each listing.
+    if not partial and not _holds_model(folder):
+        return None
     files = _files(folder)
     if not files and not partial:
         return None
@@ -116,6 +121,18 @@ def model_folder(
     else:
         return None
     return Found(name, fmt, root, kind, folder, path, files, partial, quant)
+
+
+def _holds_model(folder: Path) -> bool:
+    """A GGUF file, or config.json beside safetensors, directly in ``folder``."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for e in entries if not e.name.startswith(".") and e.is_file()]
+    except OSError:
+        return False
+    return any(n.endswith(".gguf") for n in names) or (
+        "config.json" in names and any(n.endswith(".safetensors") for n in names)
+    )
 
 
 def _files(folder: Path) -> list[str]:

@@ -157,3 +157,21 @@ def test_a_name_that_climbs_out_of_the_store_is_refused(store):
             store.receive(ReceiveRequest.model_construct(name=bad, size_bytes=1, repair=False))
         assert refused.value.status == 400, bad
     assert not store.roots.staging.exists()
+
+
+def test_a_root_over_a_big_tree_walks_only_the_folders_that_hold_a_model(store, tmp_path, monkeypatch):
+    # A root set to "/" or a home must not walk everything under it on each listing: a folder
+    # is walked (every file, for its manifest) only once its own entries show a model.
+    from sparksync_agent.models import scan
+
+    big = tmp_path / "big"
+    deep = big / "projects" / "src" / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (deep / "notes.txt").write_text("not a model")
+    write_safetensors(big / "org" / "st-model", shards=1, shard_bytes=1024)
+    walked: list = []
+    real_files = scan._files
+    monkeypatch.setattr(scan, "_files", lambda folder: walked.append(folder) or real_files(folder))
+    store.set_config(RootsConfig(store=str(tmp_path / "mine"), extra=[str(big)]))
+    assert [m.name for m in store.list().models] == ["org/st-model"]
+    assert walked == [big / "org" / "st-model"]
