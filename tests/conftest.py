@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
@@ -66,5 +67,11 @@ def _cmdline(pid: int) -> str:
 
 
 def pytest_configure(config):
+    # A run started as a shell's background job (`make test &` from a script) inherits SIGINT
+    # ignored, and exec passes "ignored" on to every command a test spawns: a Ctrl-C sent to
+    # it would then do nothing. A handler is not inherited (exec resets it to the default), so
+    # installing Python's own gives each spawned command the SIGINT a terminal would give it.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Qt must never try a real display in tests (and aborts without one).
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
