@@ -82,8 +82,9 @@ def versioned_bundle(base: Path, version: str, dest_dir: Path, *, broken: bool =
     old_wheel.unlink()
     (folder / "manifest.json").unlink()
     files = [file_entry(p) for p in sorted(folder.glob("*.whl"))]
+    installs = [new_name if n == manifest.agent_wheel else n for n in manifest.installs or []] or None
     new_manifest = manifest.model_copy(
-        update={"agent_version": version, "agent_wheel": new_name, "files": files}
+        update={"agent_version": version, "agent_wheel": new_name, "files": files, "installs": installs}
     )
     archive = dest_dir / manifest.target.bundle_name(version)
     pack(archive, new_manifest, folder)
