@@ -345,3 +345,15 @@ def test_a_bundle_that_cannot_be_made_is_tried_once_and_its_message_kept(monkeyp
         with pytest.raises(BundleOfflineError, match="bring sparksync-agent"):
             source.get(TARGET, node)
     assert calls == [("linux-aarch64", "3.12")]
+
+
+def test_eight_nodes_of_one_kind_look_up_and_verify_their_bundle_once(monkeypatch):
+    from sparksync.core.deploy import bundles
+
+    looked, loaded = [], []
+    ready = Bundles("0.1.0").ready
+    monkeypatch.setattr(bundles, "ensure_bundle", lambda platform, python, progress=None: looked.append(1) or ready.path)
+    monkeypatch.setattr(bundles.BundleSource, "_load", staticmethod(lambda path: loaded.append(path) or ready))
+    source = bundles.BundleSource()
+    assert all(source.get(TARGET, f"n{i}") is ready for i in range(8))
+    assert (len(looked), loaded) == (1, [ready.path])
