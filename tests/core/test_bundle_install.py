@@ -1,4 +1,4 @@
-"""The install commands a node runs: the bundle's installer for a bundle that lists its wheels, pip for older ones."""
+"""The install commands a node runs: the bundle's installer when it lists its wheels, pip for older ones."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def test_a_bundle_that_lists_its_wheels_installs_them_with_its_own_installer_and
     assert venv_command("python3", "v", m) == ["python3", "-m", "venv", "--without-pip", "v"]
     cmd = install_command("v/bin/python", "/b", m)
     # Exactly the listed wheels (packaging too: the agent needs it), never the installer itself.
-    assert cmd == ["v/bin/python", "-I", "-c", WHEEL_INSTALLER, "/b", INSTALLER, PACKAGING, AGENT, PACKAGING, PYDANTIC]
+    tools = [INSTALLER, PACKAGING]
+    assert cmd == ["v/bin/python", "-I", "-c", WHEEL_INSTALLER, "/b", *tools, AGENT, PACKAGING, PYDANTIC]
 
 
 def test_a_bundle_with_pip_but_no_wheel_list_installs_with_its_pip():

@@ -132,7 +132,8 @@ def pair_and_deploy(ssh_lab, nodes, client_key, registry: Registry, clock: Stage
     elapsed = time.monotonic() - started
     node_after = cpu.seconds()
     clock.client_cpu_s = (own_cpu() - client_before) / len(nodes)
-    clock.node_cpu_s = (node_after - node_before) / len(nodes) if node_after is not None and node_before is not None else None
+    if node_after is not None and node_before is not None:
+        clock.node_cpu_s = (node_after - node_before) / len(nodes)
     cpu.close()
     print(summary_table(results))
     assert all(r.ok for r in results), summary_table(results)
@@ -164,7 +165,8 @@ def test_pair_and_deploy_eight_nodes_against_eight_times_one(
     report.figure("ratio", round(all_s / sequential, 3), "parallel / sequential")
     report.figure("slowest_node_s", round(max(r.seconds for r in results), 2), "slowest node's deploy", "s")
     report.figure("ratio_over_one", round(all_s / one_s, 2), f"{NODES} at once / one node alone", "x")
-    report.note(f"where the time goes: seconds per node and stage, one alone -> eight at once; load {os.getloadavg()[0]:.2f}")
+    load = os.getloadavg()[0]
+    report.note(f"where the time goes, per node and stage, one alone -> eight at once; load {load:.2f}")
     report.figure("pairing_s", {"one": round(one_clock.paired_s, 2), "eight": round(all_clock.paired_s, 2)},
                   "pairing (all nodes, in parallel)", "s")  # fmt: skip
     alone, together = one_clock.seconds(), all_clock.seconds()
@@ -173,10 +175,10 @@ def test_pair_and_deploy_eight_nodes_against_eight_times_one(
             report.figure(f"stage_{stage.value}_s", {"one": round(alone[stage], 2), "eight": round(together[stage], 2)},
                           f"{stage.value}: one -> eight", "s")  # fmt: skip
     if one_clock.node_cpu_s is not None and all_clock.node_cpu_s is not None:
-        report.figure("node_cpu_s", {"one": round(one_clock.node_cpu_s, 2), "eight": round(all_clock.node_cpu_s, 2)},
-                      "CPU per node, node side: one -> eight", "CPU-s")  # fmt: skip
-    report.figure("client_cpu_s", {"one": round(one_clock.client_cpu_s, 2), "eight": round(all_clock.client_cpu_s, 2)},
-                  "CPU per node, client side: one -> eight", "CPU-s")  # fmt: skip
+        node_cpu = {"one": round(one_clock.node_cpu_s, 2), "eight": round(all_clock.node_cpu_s, 2)}
+        report.figure("node_cpu_s", node_cpu, "CPU per node, node side: one -> eight", "CPU-s")
+    client_cpu = {"one": round(one_clock.client_cpu_s, 2), "eight": round(all_clock.client_cpu_s, 2)}
+    report.figure("client_cpu_s", client_cpu, "CPU per node, client side: one -> eight", "CPU-s")
     report.check(f"{NODES} nodes within {TARGET_S:g} s", all_s <= TARGET_S, f"{all_s:.1f} s")
     report.check(f"{NODES} nodes within {RATIO_TARGET:g} x one", all_s <= RATIO_TARGET * one_s,
                  f"{all_s / one_s:.2f} x")  # fmt: skip

@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # Both versions (and the protocol's history) live in _version, so that `sparksync-agent
 # version` and the supervisor answer without loading the wire models.
-from sparksync_agent._version import PROTOCOL_VERSION  # noqa: F401 - part of the protocol's exports
+from sparksync_agent._version import PROTOCOL_VERSION
 from sparksync_agent._version import __version__ as AGENT_VERSION  # noqa: F401 - part of the protocol's exports
 
 

@@ -142,12 +142,15 @@ def download_wheels(target: Target, agent: Path, dest: Path) -> list[str]:
         )
     if resolved.conflicts:
         raise BundleBuildError(
-            f"the agent's requirements on {target.describe()} pick two versions of: {'; '.join(resolved.conflicts)}"
+            f"the agent's requirements on {target.describe()} pick two versions of: "
+            f"{'; '.join(resolved.conflicts)}"
         )
     return resolved.wheels
 
 
-def make_manifest(target: Target, agent_wheel_name: str, wheel_dir: Path, installs: list[str]) -> BundleManifest:
+def make_manifest(
+    target: Target, agent_wheel_name: str, wheel_dir: Path, installs: list[str]
+) -> BundleManifest:
     """The manifest for the wheels in ``wheel_dir``, of which a node installs ``installs``.
 
     Refuses any wheel the target cannot run.

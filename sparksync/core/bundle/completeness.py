@@ -40,9 +40,10 @@ def resolve(wheel_dir: Path, agent_wheel: str, extras: list[str], target: Target
     """
     available = _index(wheel_dir)
     env = target.marker_environment()
-    todo: list[tuple[Path, tuple[str, ...]]] = [(wheel_dir / agent_wheel, tuple(extras))]
+    agent = wheel_dir / agent_wheel
+    todo: list[tuple[Path, tuple[str, ...]]] = [(agent, tuple(extras))]
     seen: set[tuple[Path, tuple[str, ...]]] = set()
-    picked: dict[NormalizedName, set[Path]] = {parse_wheel_filename(agent_wheel)[0]: {wheel_dir / agent_wheel}}
+    picked: dict[NormalizedName, set[Path]] = {parse_wheel_filename(agent_wheel)[0]: {agent}}
     missing: set[str] = set()
     while todo:
         wheel, wanted = todo.pop()
@@ -51,14 +52,16 @@ def resolve(wheel_dir: Path, agent_wheel: str, extras: list[str], target: Target
         seen.add((wheel, wanted))
         for req in _applicable(wheel, wanted, env):
             name = canonicalize_name(req.name)
-            found = [(v, p) for v, p in available.get(name, []) if req.specifier.contains(v, prereleases=True)]
+            candidates = available.get(name, [])
+            found = [(v, p) for v, p in candidates if req.specifier.contains(v, prereleases=True)]
             if not found:
                 missing.add(f"{req.name}{req.specifier} (needed by {wheel.name})")
                 continue
             best = max(found)[1]
             picked.setdefault(name, set()).add(best)
             todo.append((best, tuple(sorted(req.extras))))
-    conflicts = [f"{name}: {', '.join(sorted(p.name for p in paths))}" for name, paths in picked.items() if len(paths) > 1]
+    twice = {name: paths for name, paths in picked.items() if len(paths) > 1}
+    conflicts = [f"{name}: {', '.join(sorted(p.name for p in paths))}" for name, paths in twice.items()]
     wheels = sorted(p.name for paths in picked.values() for p in paths)
     return Resolution(wheels, sorted(missing), sorted(conflicts))
 

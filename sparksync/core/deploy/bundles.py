@@ -50,8 +50,8 @@ class BundleSource:
             ready = self._by_target.get(target) or self._resolve(target)
         if ready.manifest.target != target:
             line = (
-                f"{node}: the bundle {ready.path.name} is for {ready.manifest.target.describe()}, but the node "
-                f"needs {target.describe()}; build that one with 'sparksync bundle build --platform "
+                f"{node}: the bundle {ready.path.name} is for {ready.manifest.target.describe()}, but the "
+                f"node needs {target.describe()}; build that one with 'sparksync bundle build --platform "
                 f"{target.platform} --python {target.python}'"
             )
             raise PrecheckError(line)

@@ -352,8 +352,16 @@ def test_eight_nodes_of_one_kind_look_up_and_verify_their_bundle_once(monkeypatc
 
     looked, loaded = [], []
     ready = Bundles("0.1.0").ready
-    monkeypatch.setattr(bundles, "ensure_bundle", lambda platform, python, progress=None: looked.append(1) or ready.path)
-    monkeypatch.setattr(bundles.BundleSource, "_load", staticmethod(lambda path: loaded.append(path) or ready))
+    def ensure(platform, python, progress=None):
+        looked.append((platform, python))
+        return ready.path
+
+    def load(path):
+        loaded.append(path)
+        return ready
+
+    monkeypatch.setattr(bundles, "ensure_bundle", ensure)
+    monkeypatch.setattr(bundles.BundleSource, "_load", staticmethod(load))
     source = bundles.BundleSource()
     assert all(source.get(TARGET, f"n{i}") is ready for i in range(8))
     assert (len(looked), loaded) == (1, [ready.path])
