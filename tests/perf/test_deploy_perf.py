@@ -94,18 +94,20 @@ class NodeCpu:
         return int((self.group / "cpuacct.usage").read_text()) / 1e9 if self.group else None
 
     def close(self) -> None:
-        """Hand what still runs back to the root group, then remove the group."""
-        if self.group is None or not self.group.is_dir():
-            return
-        for pid in (self.group / "cgroup.procs").read_text().split():
+        """Hand what still runs (sshd, the agents) back to the root group, then remove the group."""
+        for _ in range(50):  # a process that forks meanwhile leaves its child behind: again
+            if self.group is None or not self.group.is_dir():
+                return
+            for pid in (self.group / "cgroup.procs").read_text().split():
+                try:
+                    (CPUACCT / "cgroup.procs").write_text(pid)
+                except OSError:
+                    pass  # it has just exited
             try:
-                (CPUACCT / "cgroup.procs").write_text(pid)
+                self.group.rmdir()
+                return
             except OSError:
-                pass  # it has just exited
-        try:
-            self.group.rmdir()
-        except OSError:
-            pass
+                time.sleep(0.05)
 
 
 def own_cpu() -> float:
@@ -123,18 +125,20 @@ OPTIONS = DeployOptions(health_timeout_s=120.0, advertise=False)
 
 def pair_and_deploy(ssh_lab, nodes, client_key, registry: Registry, clock: StageClock) -> tuple[float, list]:
     cpu = NodeCpu(nodes[0].name, sshd_pids(ssh_lab, nodes))
-    node_before, client_before = cpu.seconds(), own_cpu()
-    started = time.monotonic()
-    names = pair_all(ssh_lab, client_key, nodes, registry)
-    clock.paired_s = time.monotonic() - started
-    with NodeTransports(client_key, registry, dialer=ssh_lab.dialer, settings=FAST) as links:
-        results = deploy_many(names, transports=links, registry=registry, options=OPTIONS, progress=clock)
-    elapsed = time.monotonic() - started
-    node_after = cpu.seconds()
-    clock.client_cpu_s = (own_cpu() - client_before) / len(nodes)
-    if node_after is not None and node_before is not None:
-        clock.node_cpu_s = (node_after - node_before) / len(nodes)
-    cpu.close()
+    try:
+        node_before, client_before = cpu.seconds(), own_cpu()
+        started = time.monotonic()
+        names = pair_all(ssh_lab, client_key, nodes, registry)
+        clock.paired_s = time.monotonic() - started
+        with NodeTransports(client_key, registry, dialer=ssh_lab.dialer, settings=FAST) as links:
+            results = deploy_many(names, transports=links, registry=registry, options=OPTIONS, progress=clock)
+        elapsed = time.monotonic() - started
+        node_after = cpu.seconds()
+        clock.client_cpu_s = (own_cpu() - client_before) / len(nodes)
+        if node_after is not None and node_before is not None:
+            clock.node_cpu_s = (node_after - node_before) / len(nodes)
+    finally:
+        cpu.close()
     print(summary_table(results))
     assert all(r.ok for r in results), summary_table(results)
     return elapsed, results
