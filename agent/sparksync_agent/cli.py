@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from sparksync_agent._version import PROTOCOL_VERSION
+from sparksync_agent._version import __version__ as AGENT_VERSION
 from sparksync_agent.errors import AgentError, AgentNotRunningError
 from sparksync_agent.paths import default_state_dir
-from sparksync_agent.protocol import AGENT_VERSION, PROTOCOL_VERSION, AgentStatus
-from sparksync_agent.runtime import AgentOptions
-from sparksync_agent.state import read_endpoint, read_token
+
+# The wire models (pydantic) and the runtime load only for the commands that use them:
+# `version` (deploy's check of a new venv) and `supervise` (a long-lived parent) stay light.
+if TYPE_CHECKING:
+    from sparksync_agent.protocol import AgentStatus
 
 log = logging.getLogger("sparksync_agent")
 
@@ -71,6 +74,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from sparksync_agent.daemon import serve  # the server stack loads only for 'serve'
+    from sparksync_agent.runtime import AgentOptions
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -92,6 +96,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def fetch_status(state_dir: Path, timeout: float = 5.0) -> AgentStatus:
+    import urllib.error
+    import urllib.request
+
+    from sparksync_agent.protocol import AgentStatus
+    from sparksync_agent.state import read_endpoint, read_token
+
     endpoint = read_endpoint(state_dir)
     token = read_token(state_dir)
     if endpoint is None or token is None:

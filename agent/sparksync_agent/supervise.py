@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparksync_agent._version import __version__ as AGENT_VERSION
 from sparksync_agent.atomic import write_atomic
 from sparksync_agent.errors import AgentError
-from sparksync_agent.protocol import AGENT_VERSION
 from sparksync_agent.state import pid_alive
 
 log = logging.getLogger(__name__)

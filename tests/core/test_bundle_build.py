@@ -6,6 +6,7 @@ downloads go to the package index configured on this machine.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -24,11 +25,13 @@ from sparksync.core.bundle import (
     Target,
     build_bundle,
     install_command,
+    installer_wheels,
     pip_wheel,
     venv_command,
     verify_bundle,
 )
 from sparksync.core.bundle.archive import unpack
+from sparksync.core.bundle.install import pip_install_command
 from sparksync.core.bundle.platforms import host_target
 from sparksync_agent.protocol import AGENT_VERSION, PROTOCOL_VERSION
 from tests.core.bundle_helpers import (
@@ -102,7 +105,9 @@ def test_tampering_with_one_real_wheel_fails_verify_naming_it(aarch64_bundle, tm
     assert re.match(r"pydantic_core-\S+_aarch64\.whl does not match its checksum", problem)
 
 
-def test_pip_resolves_the_agent_for_a_spark_from_the_bundle_alone(aarch64_bundle, tmp_path):
+def test_the_wheels_a_spark_installs_are_exactly_what_pip_resolves_from_the_bundle(aarch64_bundle, tmp_path):
+    # The manifest's list replaces pip's resolver on the node: pip, asked the same question
+    # (the agent with its extras, for a Spark, from the bundle alone), must pick the same wheels.
     folder = unpack(aarch64_bundle, tmp_path / "unpacked")
     manifest = verify_bundle(aarch64_bundle)
     cmd = [sys.executable, "-m", "pip", "install", "--isolated", "--no-index", "--find-links", str(folder),
@@ -110,25 +115,37 @@ def test_pip_resolves_the_agent_for_a_spark_from_the_bundle_alone(aarch64_bundle
            manifest.requirement()]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, env=clean_pip_env(), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    would = done.stdout.split("Would install", 1)[1].split()
-    installer = pip_wheel(manifest)
-    assert installer is not None  # the bundle brings the pip that installs it
-    for entry in manifest.files:
-        if entry.name == installer:
-            continue  # the installer, run from its wheel; not installed into the agent's venv
-        name, version, _, _ = parse_wheel_filename(entry.name)
-        assert f"{name}-{version}" in {w.lower().replace("_", "-") for w in would}, entry.name
+    would = {w.lower().replace("_", "-") for w in done.stdout.split("Would install", 1)[1].split()}
+    assert manifest.installs is not None
+    listed = {"{}-{}".format(*parse_wheel_filename(name)[:2]) for name in manifest.installs}
+    assert listed == would
+    tools = installer_wheels(manifest)
+    assert tools is not None and tools[0].startswith("installer-")  # what installs them rides along
+    assert pip_wheel(manifest) is None  # and pip no longer does
 
 
-def test_host_bundle_installs_offline_into_a_fresh_venv_and_the_agent_runs(host_bundle, tmp_path):
-    # The exact path a node takes: unpack, new venv, pip --no-index from the bundle, run the agent.
+def installed(venv: Path) -> tuple[list[list[str]], list[str]]:
+    """The distributions [name, version] in ``venv`` and the scripts in its bin folder."""
+    listing = (
+        "import importlib.metadata as m, json; "
+        "print(json.dumps(sorted({(d.metadata['Name'].lower(), d.version) for d in m.distributions()})))"
+    )
+    done = subprocess.run([str(venv / "bin" / "python"), "-I", "-c", listing], capture_output=True, text=True,
+                          check=True, timeout=60)  # fmt: skip
+    return json.loads(done.stdout), sorted(p.name for p in (venv / "bin").iterdir())
+
+
+def test_host_bundle_installs_offline_into_a_fresh_venv_as_pip_would_and_the_agent_runs(
+    host_bundle, tmp_path
+):
+    # The exact path a node takes: unpack, new venv, the bundle's installer, run the agent.
     folder = unpack(host_bundle, tmp_path / "unpacked")
     manifest = verify_bundle(host_bundle)
     venv = tmp_path / "venv"
     assert venv_command(sys.executable, str(venv), manifest)[-2:] == ["--without-pip", str(venv)]
     subprocess.run(venv_command(sys.executable, str(venv), manifest), check=True, timeout=300)
     install = install_command(str(venv / "bin" / "python"), str(folder), manifest)
-    assert install[1] == f"{folder}/{pip_wheel(manifest)}/pip"  # pip from the bundle, not ensurepip's
+    assert install[1:3] == ["-I", "-c"]  # the bundle's installer, not pip
     done = subprocess.run(install, capture_output=True, text=True, env=clean_pip_env(), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     version = subprocess.run([str(venv / "bin" / "sparksync-agent"), "version"],
@@ -137,6 +154,34 @@ def test_host_bundle_installs_offline_into_a_fresh_venv_and_the_agent_runs(host_
     assert version.stdout.strip() == f"sparksync-agent {AGENT_VERSION} (protocol {PROTOCOL_VERSION})"
     gpu_extra = subprocess.run([str(venv / "bin" / "python"), "-c", "import pynvml"], timeout=60)
     assert gpu_extra.returncode == 0  # nvidia-ml-py came with the bundle
+    assert not list(venv.rglob("*.pyc"))  # nothing byte-compiled at install (the agent's start does it)
+    # The same distributions and console scripts as pip installing the same requirement from the folder.
+    by_pip = tmp_path / "by-pip"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(by_pip)], check=True, timeout=300)
+    argv = pip_install_command(sys.executable, str(folder), manifest)  # this machine's pip, a node's flags,
+    argv[3:3] = ["--python", str(by_pip / "bin" / "python")]  # installing into that venv
+    done = subprocess.run(argv, capture_output=True, text=True, env=clean_pip_env(), timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert installed(venv) == installed(by_pip)
+
+
+def test_a_wheel_that_does_not_fit_the_node_is_refused_by_name_and_nothing_is_installed(
+    host_bundle, aarch64_bundle, tmp_path
+):
+    folder = unpack(host_bundle, tmp_path / "unpacked")
+    manifest = verify_bundle(host_bundle)
+    foreign = next(f for f in verify_bundle(aarch64_bundle).files if f.name.startswith("pydantic_core-"))
+    unpack(aarch64_bundle, tmp_path / "other")
+    (folder / foreign.name).write_bytes(next((tmp_path / "other").glob(f"*/{foreign.name}")).read_bytes())
+    wrong = manifest.model_copy(update={"installs": [*(manifest.installs or []), foreign.name]})
+    venv = tmp_path / "venv"
+    subprocess.run(venv_command(sys.executable, str(venv), wrong), check=True, timeout=300)
+    done = subprocess.run(install_command(str(venv / "bin" / "python"), str(folder), wrong),
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 1
+    refused = f"refusing to install: {foreign.name} does not run on this node"
+    assert done.stderr.startswith(refused), done.stderr
+    assert installed(venv)[0] == []  # refused before a single wheel was unpacked
 
 
 @pytest.mark.parametrize("target", [Target(p, v) for p in PLATFORMS for v in PYTHONS], ids=str)

@@ -188,14 +188,14 @@ def test_cancelled_upgrade_then_upgrade_then_a_failing_upgrade_rolls_back_to_a_r
         assert deploy(links, [name])[0][0].outcome is Outcome.DEPLOYED
         before = hello_version(links, name)
 
-        # Cancelled mid-install (while pip runs): the partial version goes, the old agent never stopped.
+        # Cancelled mid-install (as the wheels go in): the partial version goes, the old agent never stopped.
         cancel = threading.Event()
 
-        def cancel_during_pip(event: ProgressEvent) -> None:
-            if event.stage is Stage.INSTALLING and "pip" in event.message:
+        def cancel_during_install(event: ProgressEvent) -> None:
+            if event.stage is Stage.INSTALLING and event.message.startswith("installing "):
                 cancel.set()
 
-        (cancelled,), _ = deploy(links, [name], bundle=newer, cancel=cancel, on_event=cancel_during_pip)
+        (cancelled,), _ = deploy(links, [name], bundle=newer, cancel=cancel, on_event=cancel_during_install)
         assert cancelled.outcome is Outcome.CANCELLED and "nothing was changed" in cancelled.reason, cancelled
         assert hello_version(links, name) == before
         state = remote_sh(

@@ -8,15 +8,23 @@ Target (issue 3): all eight within 45 s; issue 19: within 2.5 x one node alone.
 
 What the eight wait on together is reported too: each node's seconds per
 deploy stage (checking, uploading, installing, starting, health), from the
-deploy's own progress events, for the node alone and for the eight.
+deploy's own progress events, for the node alone and for the eight. And,
+since the eight share this machine's cores (with whatever else runs here),
+the CPU seconds each node costs: on the node's side (its sshd and all it
+starts: shells, tar, the install, the agent), from a cpuacct cgroup the
+lab's sshd daemons are put in, and on the client's (this process), from
+rusage. Those do not change with the machine's load as wall times do.
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import statistics
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +54,8 @@ class StageClock:
         self._lock = threading.Lock()
         self.entered: dict[str, dict[Stage, float]] = defaultdict(dict)
         self.paired_s = 0.0  # the pairing before the deploy, all nodes at once
+        self.node_cpu_s: float | None = None  # CPU seconds per node, on the nodes' side (None: not measured)
+        self.client_cpu_s = 0.0  # and in this process
 
     def __call__(self, event: ProgressEvent) -> None:
         with self._lock:
@@ -59,16 +69,76 @@ class StageClock:
             for (stage, at), (_, after) in zip(order, order[1:]):
                 spans[stage].append(after - at)
         return {stage: statistics.mean(spans[stage]) for stage in STAGES if spans[stage]}
+
+
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+class NodeCpu:
+    """CPU seconds spent by some lab nodes' sshd daemons and everything they start (a cpuacct cgroup).
+
+    ``seconds()`` is None where this machine offers no cgroup v1 cpuacct to make one in.
+    """
+
+    def __init__(self, name: str, pids: list[int]):
+        self.group: Path | None = CPUACCT / f"sparksync-perf-{name}-{os.getpid()}"
+        try:
+            self.group.mkdir()
+            for pid in pids:
+                (self.group / "cgroup.procs").write_text(str(pid))
+        except OSError:
+            self.close()
+            self.group = None
+
+    def seconds(self) -> float | None:
+        return int((self.group / "cpuacct.usage").read_text()) / 1e9 if self.group else None
+
+    def close(self) -> None:
+        """Hand what still runs (sshd, the agents) back to the root group, then remove the group."""
+        for _ in range(50):  # a process that forks meanwhile leaves its child behind: again
+            if self.group is None or not self.group.is_dir():
+                return
+            for pid in (self.group / "cgroup.procs").read_text().split():
+                try:
+                    (CPUACCT / "cgroup.procs").write_text(pid)
+                except OSError:
+                    pass  # it has just exited
+            try:
+                self.group.rmdir()
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process (every thread) and its finished children."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+def sshd_pids(ssh_lab, nodes) -> list[int]:
+    return [ssh_lab.service.nodes[node.name].proc.pid for node in nodes]
+
+
 OPTIONS = DeployOptions(health_timeout_s=120.0, advertise=False)
 
 
 def pair_and_deploy(ssh_lab, nodes, client_key, registry: Registry, clock: StageClock) -> tuple[float, list]:
-    started = time.monotonic()
-    names = pair_all(ssh_lab, client_key, nodes, registry)
-    clock.paired_s = time.monotonic() - started
-    with NodeTransports(client_key, registry, dialer=ssh_lab.dialer, settings=FAST) as links:
-        results = deploy_many(names, transports=links, registry=registry, options=OPTIONS, progress=clock)
-    elapsed = time.monotonic() - started
+    cpu = NodeCpu(nodes[0].name, sshd_pids(ssh_lab, nodes))
+    try:
+        node_before, client_before = cpu.seconds(), own_cpu()
+        started = time.monotonic()
+        names = pair_all(ssh_lab, client_key, nodes, registry)
+        clock.paired_s = time.monotonic() - started
+        with NodeTransports(client_key, registry, dialer=ssh_lab.dialer, settings=FAST) as links:
+            results = deploy_many(names, transports=links, registry=registry, options=OPTIONS, progress=clock)
+        elapsed = time.monotonic() - started
+        node_after = cpu.seconds()
+        clock.client_cpu_s = (own_cpu() - client_before) / len(nodes)
+        if node_after is not None and node_before is not None:
+            clock.node_cpu_s = (node_after - node_before) / len(nodes)
+    finally:
+        cpu.close()
     print(summary_table(results))
     assert all(r.ok for r in results), summary_table(results)
     return elapsed, results
@@ -99,7 +169,8 @@ def test_pair_and_deploy_eight_nodes_against_eight_times_one(
     report.figure("ratio", round(all_s / sequential, 3), "parallel / sequential")
     report.figure("slowest_node_s", round(max(r.seconds for r in results), 2), "slowest node's deploy", "s")
     report.figure("ratio_over_one", round(all_s / one_s, 2), f"{NODES} at once / one node alone", "x")
-    report.note("where the time goes: seconds per node and stage, one alone -> eight at once")
+    load = os.getloadavg()[0]
+    report.note(f"where the time goes, per node and stage, one alone -> eight at once; load {load:.2f}")
     report.figure("pairing_s", {"one": round(one_clock.paired_s, 2), "eight": round(all_clock.paired_s, 2)},
                   "pairing (all nodes, in parallel)", "s")  # fmt: skip
     alone, together = one_clock.seconds(), all_clock.seconds()
@@ -107,6 +178,11 @@ def test_pair_and_deploy_eight_nodes_against_eight_times_one(
         if stage in alone and stage in together:
             report.figure(f"stage_{stage.value}_s", {"one": round(alone[stage], 2), "eight": round(together[stage], 2)},
                           f"{stage.value}: one -> eight", "s")  # fmt: skip
+    if one_clock.node_cpu_s is not None and all_clock.node_cpu_s is not None:
+        node_cpu = {"one": round(one_clock.node_cpu_s, 2), "eight": round(all_clock.node_cpu_s, 2)}
+        report.figure("node_cpu_s", node_cpu, "CPU per node, node side: one -> eight", "CPU-s")
+    client_cpu = {"one": round(one_clock.client_cpu_s, 2), "eight": round(all_clock.client_cpu_s, 2)}
+    report.figure("client_cpu_s", client_cpu, "CPU per node, client side: one -> eight", "CPU-s")
     report.check(f"{NODES} nodes within {TARGET_S:g} s", all_s <= TARGET_S, f"{all_s:.1f} s")
     report.check(f"{NODES} nodes within {RATIO_TARGET:g} x one", all_s <= RATIO_TARGET * one_s,
                  f"{all_s / one_s:.2f} x")  # fmt: skip

@@ -4,21 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# Both versions (and the protocol's history) live in _version, so that `sparksync-agent
+# version` and the supervisor answer without loading the wire models.
+from sparksync_agent._version import PROTOCOL_VERSION
 from sparksync_agent._version import __version__ as AGENT_VERSION  # noqa: F401 - part of the protocol's exports
-
-# 1.1: workloads, logs, engines; Sample.workloads; Snapshot.engines
-# 1.2: the fabric: GET /v1/fabric (ports, cabling probe), POST /v1/fabric/apply and /rollback
-# 1.3: models: /v1/models (list, roots, delete), receive/verify/finalize, reach, jobs (fetch, push)
-# 1.4: TokensSource.slots_path, .decode_gauge, .busy_gauge (decode tokens/s while llama.cpp and SGLang
-#      generate; their counters grow only when a request ends)
-# 1.5: a resume point (since) the agent never produced is a 409 unknown_since (was 400;
-#      clients accept both); every answer is declared in /openapi.json; a 405 names Allow.
-#      The model requests carry their rules in the schema (names, users, hosts, revisions,
-#      endpoints, absolute roots; integers and booleans are not coerced from each other), so
-#      what breaks one is a 422 invalid_request, not a 400; a copy that will not fit is a
-#      409 no_space (was 507); DELETE /v1/models/{name} never takes a name another models
-#      route serves (jobs/..., roots, receive, verify, finalize, reach).
-PROTOCOL_VERSION = "1.5"
 
 
 def protocol_major(version: str) -> int:

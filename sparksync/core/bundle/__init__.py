@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         BundleVerifyError,
         UnsupportedTargetError,
     )
-    from sparksync.core.bundle.install import install_command, pip_wheel, venv_command
+    from sparksync.core.bundle.install import install_command, installer_wheels, pip_wheel, venv_command
     from sparksync.core.bundle.manifest import BundleManifest
     from sparksync.core.bundle.platforms import DEFAULT_PLATFORM, DEFAULT_PYTHON, PLATFORMS, PYTHONS, Target
     from sparksync.core.bundle.shipped import SHIPPED_TARGETS, find_shipped, is_frozen, shipped_dirs
@@ -52,6 +52,7 @@ _WHERE = {
     "BundleVerifyError": "errors",
     "UnsupportedTargetError": "errors",
     "install_command": "install",
+    "installer_wheels": "install",
     "pip_wheel": "install",
     "venv_command": "install",
     "BundleManifest": "manifest",
@@ -89,6 +90,7 @@ __all__ = [
     "find_cached",
     "find_shipped",
     "install_command",
+    "installer_wheels",
     "is_frozen",
     "offline_message",
     "pip_wheel",

@@ -20,9 +20,9 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from sparksync.core.bundle.archive import pack
-from sparksync.core.bundle.completeness import missing_requirements
+from sparksync.core.bundle.completeness import resolve
 from sparksync.core.bundle.errors import BundleBuildError
-from sparksync.core.bundle.install import PIP_DISTRIBUTION
+from sparksync.core.bundle.install import INSTALLER_DISTRIBUTIONS
 from sparksync.core.bundle.manifest import (
     AGENT_DISTRIBUTION,
     AGENT_EXTRAS,
@@ -63,9 +63,9 @@ def build_bundle(
         wheels = work / "wheels"
         say(f"downloading the agent's dependencies for {target.describe()}")
         check_index_reachable(f"downloading wheels for {target.describe()}")  # seconds, not minutes, offline
-        download_wheels(target, agent, wheels)
+        installs = download_wheels(target, agent, wheels)
         staged = work / final.name
-        pack(staged, make_manifest(target, agent.name, wheels), wheels)
+        pack(staged, make_manifest(target, agent.name, wheels, installs), wheels)
         # Never publish a bundle that a node would then reject.
         verify_bundle(staged, expect=target, agent_version=AGENT_VERSION)
         os.replace(staged, final)
@@ -122,25 +122,39 @@ def _checked_agent_wheel(path: Path) -> Path:
     return path
 
 
-def download_wheels(target: Target, agent: Path, dest: Path) -> None:
-    """Let pip resolve the agent and its GPU extra for ``target`` and save every wheel into ``dest``."""
+def download_wheels(target: Target, agent: Path, dest: Path) -> list[str]:
+    """Let pip resolve the agent and its extras for ``target``, save every wheel into ``dest``.
+
+    Returns the wheels a node installs (the agent's closure on the target);
+    the installer's own wheels ride along beside them (see install.py).
+    """
     requirement = f"{agent}[{','.join(AGENT_EXTRAS)}]"
-    # pip itself rides along: the node installs with it instead of a venv's ensurepip (see install).
-    args = ["download", "--dest", str(dest), *target.pip_target_args(), requirement, PIP_DISTRIBUTION]
+    args = ["download", "--dest", str(dest), *target.pip_target_args(), requirement, *INSTALLER_DISTRIBUTIONS]
     run_pip(args, f"downloading wheels for {target.describe()}", markers=target.marker_environment())
     strays = sorted(p.name for p in dest.iterdir() if p.suffix != ".whl")
     if strays:
         raise BundleBuildError(f"pip saved files that are not wheels: {', '.join(strays)}")
-    missing = missing_requirements(dest, agent.name, list(AGENT_EXTRAS), target)
-    if missing:
+    resolved = resolve(dest, agent.name, list(AGENT_EXTRAS), target)
+    if resolved.missing:
         raise BundleBuildError(
-            f"pip left out wheels the agent needs on {target.describe()}: {'; '.join(missing)}. "
+            f"pip left out wheels the agent needs on {target.describe()}: {'; '.join(resolved.missing)}. "
             "This pip may not honour the target's environment markers; try a newer pip"
         )
+    if resolved.conflicts:
+        raise BundleBuildError(
+            f"the agent's requirements on {target.describe()} pick two versions of: "
+            f"{'; '.join(resolved.conflicts)}"
+        )
+    return resolved.wheels
 
 
-def make_manifest(target: Target, agent_wheel_name: str, wheel_dir: Path) -> BundleManifest:
-    """The manifest for the wheels in ``wheel_dir``; refuses any wheel the target cannot run."""
+def make_manifest(
+    target: Target, agent_wheel_name: str, wheel_dir: Path, installs: list[str]
+) -> BundleManifest:
+    """The manifest for the wheels in ``wheel_dir``, of which a node installs ``installs``.
+
+    Refuses any wheel the target cannot run.
+    """
     names = sorted(p.name for p in wheel_dir.glob("*.whl"))
     wrong = [p for name in names if (p := wheel_problem(name, target))]
     if wrong:
@@ -158,4 +172,5 @@ def make_manifest(target: Target, agent_wheel_name: str, wheel_dir: Path) -> Bun
         extras=list(AGENT_EXTRAS),
         glibc_min=".".join(map(str, max(glibcs))) if glibcs else None,
         files=[file_entry(wheel_dir / name) for name in names],
+        installs=installs,
     )

@@ -1,31 +1,49 @@
-"""Does a folder of wheels hold everything the agent needs on the target?
+"""Which of a folder's wheels the agent needs on the target, and what none of them covers.
 
 pip picked the wheels; this walks the agent's dependency graph again from the
 wheels' own metadata, testing each environment marker with the target's
-values (not this machine's), and lists every requirement nothing satisfies.
-An empty list means ``pip install --no-index`` on the node will find them all.
+values (not this machine's). It gives the wheels a node installs (the
+manifest records them, so the node needs no resolver) and every requirement
+nothing satisfies. With nothing missing, the node has every wheel it needs.
 """
 
 from __future__ import annotations
 
 import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from sparksync.core.bundle.platforms import Target
 
 
-def missing_requirements(wheel_dir: Path, agent_wheel: str, extras: list[str], target: Target) -> list[str]:
-    """Requirements of the agent (with ``extras``) that no wheel in ``wheel_dir`` satisfies on ``target``."""
+@dataclass(frozen=True)
+class Resolution:
+    """The wheels the agent (with its extras) installs on a target, and what nothing satisfies."""
+
+    wheels: list[str]  # file names, sorted; one per distribution
+    missing: list[str]  # "name>=1 (needed by some.whl)", sorted
+    conflicts: list[str]  # distributions two requirements want in different versions
+
+
+def resolve(wheel_dir: Path, agent_wheel: str, extras: list[str], target: Target) -> Resolution:
+    """Walk the agent's requirements (with ``extras``) on ``target`` through the wheels in ``wheel_dir``.
+
+    Each requirement takes the newest wheel that satisfies it, as pip would
+    from a folder that holds one version per distribution (what pip download
+    leaves); should two requirements pick two versions, that is a conflict.
+    """
     available = _index(wheel_dir)
     env = target.marker_environment()
-    todo: list[tuple[Path, tuple[str, ...]]] = [(wheel_dir / agent_wheel, tuple(extras))]
+    agent = wheel_dir / agent_wheel
+    todo: list[tuple[Path, tuple[str, ...]]] = [(agent, tuple(extras))]
     seen: set[tuple[Path, tuple[str, ...]]] = set()
+    picked: dict[NormalizedName, set[Path]] = {parse_wheel_filename(agent_wheel)[0]: {agent}}
     missing: set[str] = set()
     while todo:
         wheel, wanted = todo.pop()
@@ -33,12 +51,24 @@ def missing_requirements(wheel_dir: Path, agent_wheel: str, extras: list[str], t
             continue
         seen.add((wheel, wanted))
         for req in _applicable(wheel, wanted, env):
-            candidates = available.get(canonicalize_name(req.name), [])
-            found = [path for version, path in candidates if req.specifier.contains(version, prereleases=True)]
+            name = canonicalize_name(req.name)
+            candidates = available.get(name, [])
+            found = [(v, p) for v, p in candidates if req.specifier.contains(v, prereleases=True)]
             if not found:
                 missing.add(f"{req.name}{req.specifier} (needed by {wheel.name})")
-            todo.extend((p, tuple(sorted(req.extras))) for p in found)
-    return sorted(missing)
+                continue
+            best = max(found)[1]
+            picked.setdefault(name, set()).add(best)
+            todo.append((best, tuple(sorted(req.extras))))
+    twice = {name: paths for name, paths in picked.items() if len(paths) > 1}
+    conflicts = [f"{name}: {', '.join(sorted(p.name for p in paths))}" for name, paths in twice.items()]
+    wheels = sorted(p.name for paths in picked.values() for p in paths)
+    return Resolution(wheels, sorted(missing), sorted(conflicts))
+
+
+def missing_requirements(wheel_dir: Path, agent_wheel: str, extras: list[str], target: Target) -> list[str]:
+    """Requirements of the agent (with ``extras``) that no wheel in ``wheel_dir`` satisfies on ``target``."""
+    return resolve(wheel_dir, agent_wheel, extras, target).missing
 
 
 def _index(wheel_dir: Path) -> dict[str, list[tuple[Version, Path]]]:

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, Field, field_validator, model_validator
 
 from sparksync.core.bundle.platforms import PLATFORMS, PYTHONS, Target
 
@@ -55,6 +55,10 @@ class BundleManifest(BaseModel):
     extras: list[str] = Field(default_factory=lambda: list(AGENT_EXTRAS))
     glibc_min: str | None = None  # the newest glibc any wheel needs; None when all are pure Python
     files: list[BundleFile]
+    # The wheels a node installs (the agent's, its extras' and their dependencies'), as the build
+    # resolved them for the target, so the node needs no resolver. None in bundles made before
+    # it was recorded: those install with pip (see install.py).
+    installs: list[str] | None = None
 
     @field_validator("files")
     @classmethod
@@ -64,6 +68,17 @@ class BundleManifest(BaseModel):
         if duplicates:
             raise ValueError(f"listed more than once: {', '.join(duplicates)}")
         return files
+
+    @model_validator(mode="after")
+    def _installs_are_listed(self) -> BundleManifest:
+        if self.installs is not None:
+            listed = {f.name for f in self.files}
+            unlisted = sorted(set(self.installs) - listed)
+            if unlisted:
+                raise ValueError(f"installs wheels that are not among the files: {', '.join(unlisted)}")
+            if self.agent_wheel not in self.installs:
+                raise ValueError(f"installs does not include the agent wheel {self.agent_wheel}")
+        return self
 
     @property
     def target(self) -> Target:

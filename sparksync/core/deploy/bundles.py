@@ -41,27 +41,37 @@ class BundleSource:
         self.explicit = Path(explicit) if explicit is not None else None
         self.progress = progress
         self._ready: dict[Path, ReadyBundle] = {}
+        self._by_target: dict[Target, ReadyBundle] = {}
         self._failed: dict[Target, BundleError] = {}
         self._lock = threading.Lock()
 
     def get(self, target: Target, node: str) -> ReadyBundle:
         with self._lock:  # one build or verify at a time; the others then find it ready
-            if target in self._failed:  # e.g. no internet: say it once per node, do not retry it per node
-                raise self._failed[target]
-            try:
-                path = self.explicit or ensure_bundle(target.platform, target.python, progress=self.progress)
-                ready = self._ready.get(path) or self._load(path)
-            except BundleError as exc:
-                self._failed[target] = exc
-                raise
-            self._ready[path] = ready
+            ready = self._by_target.get(target) or self._resolve(target)
         if ready.manifest.target != target:
             line = (
-                f"{node}: the bundle {path.name} is for {ready.manifest.target.describe()}, but the node "
-                f"needs {target.describe()}; build that one with 'sparksync bundle build --platform "
+                f"{node}: the bundle {ready.path.name} is for {ready.manifest.target.describe()}, but the "
+                f"node needs {target.describe()}; build that one with 'sparksync bundle build --platform "
                 f"{target.platform} --python {target.python}'"
             )
             raise PrecheckError(line)
+        return ready
+
+    def _resolve(self, target: Target) -> ReadyBundle:
+        """The bundle for ``target``, found (verified) or built once; the nodes after the first reuse it.
+
+        Looking in the cache verifies the whole archive (17 MiB unpacked and hashed): done per
+        node, eight nodes of one kind took turns at it under the lock before any could go on.
+        """
+        if target in self._failed:  # e.g. no internet: say it once per node, do not retry it per node
+            raise self._failed[target]
+        try:
+            path = self.explicit or ensure_bundle(target.platform, target.python, progress=self.progress)
+            ready = self._ready.get(path) or self._load(path)
+        except BundleError as exc:
+            self._failed[target] = exc
+            raise
+        self._ready[path] = self._by_target[target] = ready
         return ready
 
     @staticmethod

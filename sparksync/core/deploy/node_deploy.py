@@ -4,8 +4,9 @@
    the node's id (the state dir's ``node_id``), so the agent reports the id
    every store on this computer keys the node by.
 2. Pick the bundle for its target; upload it unless the same bytes are there.
-3. Install: unpack, a fresh venv for the version, pip --no-index from the bundle,
-   then the ``installed.json`` marker. Any failure or cancel removes the
+3. Install: unpack, a fresh venv for the version, the bundle's wheels into it
+   (with the bundle's own installer, see bundle/install.py), then the
+   ``installed.json`` marker. Any failure or cancel removes the
    version's folder again; ``current`` and the running agent are untouched.
 4. Switch ``current`` (and ``previous``) atomically, restart the service or
    supervisor, and wait for hello with the new version through a tunnel.
@@ -209,7 +210,7 @@ class NodeDeploy:
         if facts.python is None:  # check_node refused such a node already
             raise InstallError(f"{self.name} has no python3 to make the agent's venv with")
         self.killable(venv_command(facts.python, venv, bundle.manifest), "making the venv")
-        self.report(Stage.INSTALLING, 0.5, f"installing {bundle.manifest.requirement()} (pip --no-index)")
+        self.report(Stage.INSTALLING, 0.5, f"installing {bundle.manifest.requirement()} from the bundle")
         wheels = f"{home}/{unpacked}/{bundle.folder}"
         self.killable(install_command(f"{venv}/bin/python", wheels, bundle.manifest), "installing the agent")
         if not self.venv_works(version):

@@ -82,8 +82,9 @@ def versioned_bundle(base: Path, version: str, dest_dir: Path, *, broken: bool =
     old_wheel.unlink()
     (folder / "manifest.json").unlink()
     files = [file_entry(p) for p in sorted(folder.glob("*.whl"))]
+    installs = [new_name if n == manifest.agent_wheel else n for n in manifest.installs or []] or None
     new_manifest = manifest.model_copy(
-        update={"agent_version": version, "agent_wheel": new_name, "files": files}
+        update={"agent_version": version, "agent_wheel": new_name, "files": files, "installs": installs}
     )
     archive = dest_dir / manifest.target.bundle_name(version)
     pack(archive, new_manifest, folder)
@@ -109,8 +110,9 @@ def _rewrite_agent_wheel(src: Path, dest: Path, version: str, broken: bool) -> N
 
 
 def _changed(name: str, data: bytes, version: str, broken: bool) -> bytes:
-    if name == "sparksync_agent/_version.py":
-        return f'__version__ = "{version}"\n'.encode()
+    if name == "sparksync_agent/_version.py":  # the agent's version only; the protocol's stays
+        old, new = f'__version__ = "{AGENT_VERSION}"\n', f'__version__ = "{version}"\n'
+        return data.replace(old.encode(), new.encode())
     if name.endswith("/METADATA"):
         return data.replace(f"\nVersion: {AGENT_VERSION}\n".encode(), f"\nVersion: {version}\n".encode())
     if broken and name == "sparksync_agent/daemon.py":

@@ -26,6 +26,8 @@ from sparksync.core.deploy.remote import RemoteNode
 from sparksync.core.ssh.connection import CommandResult
 
 TARGET = Target("linux-aarch64", "3.12")
+AGENT = "sparksync_agent-0.1.0-py3-none-any.whl"
+PACKAGING = "packaging-26.4-py3-none-any.whl"
 
 
 class FakeNode:
@@ -39,7 +41,7 @@ class FakeNode:
         self.restarts: list[str | None] = []
         self.stopped = 0
         self.uploads = 0
-        self.cancel_at: str | None = None  # a step ("pip", "health") that sets the cancel Event
+        self.cancel_at: str | None = None  # a step ("install", "health") that sets the cancel Event
         self.node_id_file: str | None = None  # the agent's state dir's node_id
         self.agent_id: str | None = None  # the id the running agent read when it started
         self.id_writes = 0
@@ -96,12 +98,12 @@ class FakeRemote(RemoteNode):
 
     def run_killable(self, argv, timeout, doing) -> CommandResult:
         if "venv" in argv:
-            assert "--without-pip" in argv  # the bundle brings the pip that installs it
-        pip = "install" in argv and argv[1].endswith(".whl/pip")  # run from the bundle's pip wheel
-        if pip and self.node.cancel_at == "pip":
+            assert "--without-pip" in argv  # the bundle brings what installs it
+        install = argv[1:3] == ["-I", "-c"] and argv[5].startswith("installer-")  # the bundle's installer
+        if install and self.node.cancel_at == "install":
             self.cancel.set()
         self.check_cancel(doing)
-        if pip:
+        if install:
             self.node.venvs.add(argv[0].split("/")[-4])  # /home/x/<root>/versions/<v>/venv/bin/python
         return ok()
 
@@ -167,7 +169,8 @@ class Bundles:
             agent_version=version,
             target=target,
             requirement=lambda: f"sparksync-agent=={version}",
-            files=[SimpleNamespace(name="pip-26.3-py3-none-any.whl")],
+            files=[SimpleNamespace(name=n) for n in (AGENT, "installer-1.1.0-py3-none-any.whl", PACKAGING)],
+            installs=[AGENT, PACKAGING],
         )
         self.ready = ReadyBundle(
             Path(f"/c/sparksync-agent-{version}-linux-aarch64-py3.12.tar.gz"), manifest, "ab" * 32, 5 << 20
@@ -284,7 +287,7 @@ def test_when_the_rollback_fails_too_the_message_says_both(fakes):
 
 def test_cancel_during_install_removes_the_partial_version_and_touches_nothing_else(fakes):
     node = FakeNode(current="0.1.0", complete={"0.1.0"})
-    node.cancel_at = "pip"
+    node.cancel_at = "install"
     with pytest.raises(DeployCancelled):
         run_deploy(fakes, node, "0.1.1")
     assert node.links == {"current": "0.1.0", "previous": None} and node.complete == {"0.1.0"}
@@ -342,3 +345,23 @@ def test_a_bundle_that_cannot_be_made_is_tried_once_and_its_message_kept(monkeyp
         with pytest.raises(BundleOfflineError, match="bring sparksync-agent"):
             source.get(TARGET, node)
     assert calls == [("linux-aarch64", "3.12")]
+
+
+def test_eight_nodes_of_one_kind_look_up_and_verify_their_bundle_once(monkeypatch):
+    from sparksync.core.deploy import bundles
+
+    looked, loaded = [], []
+    ready = Bundles("0.1.0").ready
+    def ensure(platform, python, progress=None):
+        looked.append((platform, python))
+        return ready.path
+
+    def load(path):
+        loaded.append(path)
+        return ready
+
+    monkeypatch.setattr(bundles, "ensure_bundle", ensure)
+    monkeypatch.setattr(bundles.BundleSource, "_load", staticmethod(load))
+    source = bundles.BundleSource()
+    assert all(source.get(TARGET, f"n{i}") is ready for i in range(8))
+    assert (len(looked), loaded) == (1, [ready.path])
