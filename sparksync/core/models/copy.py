@@ -237,8 +237,11 @@ class ModelCopy:
         for target in pending:
             self.board.add(target)
             self._emit(CopyEvent(target, "waiting", bytes_total=plan.entry.size_bytes))
+        largest = max((f.size for f in plan.manifest), default=0)
+        depth = max(1, round(plan.entry.size_bytes / largest)) if largest else 1
         fan = FanOut(self.board, lambda src, target: self._one(plan, src, target, repairs.get(target)),
-                     lambda target, why: NodeResult(target, "cancelled", message=why), self.cancel)  # fmt: skip
+                     lambda target, why: NodeResult(target, "cancelled", message=why), self.cancel,
+                     max_depth=depth)  # fmt: skip
         try:
             results.update(fan.run(pending))
         except KeyboardInterrupt:
@@ -278,6 +281,7 @@ class ModelCopy:
                 moved = self._move(plan, source, target, route, reply.staging, files, checksum=repair is not None)
             finally:
                 checked = early.stop()
+            self.board.give_back(source, target)  # its part is done: it may serve the next while this one is checked
             lap("transfer")
             recopied: list[str] = []
             self._emit(CopyEvent(target, "verifying", source, route.kind, plan.entry.size_bytes,
@@ -483,7 +487,7 @@ class _EarlyCheck:
     file it finds good is ``on_ok``'s: from then on the target may pass it on.
     """
 
-    EVERY_S = 0.5  # a file waits at most this long, once landed, before the next node may have it
+    EVERY_S = 0.25  # a file waits at most this long, once landed, before the next node may have it
 
     def __init__(self, copy: ModelCopy, plan: _Plan, target: str, files: list[str],
                  on_ok: Callable[[list[str]], None]):  # fmt: skip
@@ -500,15 +504,16 @@ class _EarlyCheck:
         return list(self.ok)
 
     def _run(self) -> None:
-        while len(self.todo) > 1 and not self._stop.wait(self.EVERY_S):
-            request = VerifyRequest(name=self.plan.name, files=self.todo[:-1], staging=True)
+        # The last file too: the next node can then take it with the one before, in one push.
+        while self.todo and not self._stop.wait(self.EVERY_S):
+            request = VerifyRequest(name=self.plan.name, files=self.todo, staging=True)
             try:
                 verdict = self.copy.nodes.call(self.target, lambda c: c.verify_model(request))
             except SparkSyncError as exc:
                 log.debug("early check on %s: %s", self.target, exc)
                 return
             bad = set(verdict.mismatched) | set(verdict.missing)
-            done = [f for f in self.todo[:-1] if f.path not in bad]
+            done = [f for f in self.todo if f.path not in bad]
             self.ok += [f.path for f in done]
             if done:
                 self.on_ok([f.path for f in done])

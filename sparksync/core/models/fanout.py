@@ -63,6 +63,7 @@ class Supply:
         self.state = COMPLETE if complete else RECEIVING
         self.verified: set[str] = set()
         self.upstream: str | None = None  # the node it is receiving from now
+        self.depth = 0  # nodes still receiving between it and a complete copy, itself included
         self._readers = 0  # pushes reading its staging folder now
         self._cond = threading.Condition()
         self._on_change = on_change
@@ -82,6 +83,7 @@ class Supply:
     def finish(self, ok: bool) -> None:
         with self._cond:
             self.state = COMPLETE if ok else FAILED
+            self.depth = 0
             self._cond.notify_all()
         self._on_change()
 
@@ -131,6 +133,23 @@ class Board:
     def __init__(self) -> None:
         self.supplies: dict[str, Supply] = {}
         self.changed = threading.Event()
+        self.busy: dict[str, str] = {}  # source -> the target it serves now
+        self._lock = threading.Lock()
+
+    def lend(self, source: str, target: str) -> None:
+        with self._lock:
+            self.busy[source] = target
+
+    def give_back(self, source: str, target: str) -> None:
+        """``source`` has sent ``target`` what it had to: free to serve the next one (once per copy)."""
+        with self._lock:
+            if self.busy.get(source) == target:
+                del self.busy[source]
+        self.changed.set()
+
+    def idle(self, node: str) -> bool:
+        with self._lock:
+            return node not in self.busy
 
     def add(self, node: str, complete: bool = False) -> Supply:
         supply = self.supplies[node] = Supply(node, complete, self.changed.set)
@@ -154,9 +173,17 @@ class Board:
 class FanOut(Generic[R]):
     """Runs ``copy_one(source, target)`` for every target, each source serving one at a time.
 
-    ``copy_one`` ends its target's supply (``finish``) or returns a ``Requeue``;
+    ``copy_one`` may hand its source back (``Board.give_back``) once its bytes
+    are sent, before its own check and move into place; it ends its target's
+    supply (``finish``) or returns a ``Requeue``;
     one that ends otherwise leaves it failed. ``not_started(target, why)`` is the
     result of a target the run stopped before it began.
+
+    ``max_depth`` bounds a chain of nodes that each pass on what they still
+    receive: each link of it ends about one file's time after the one before
+    it, while the first source is free again after one whole copy, that is
+    after about (model size / largest file) files' time. A chain longer than
+    that finishes later than a new branch from a complete copy would.
     """
 
     def __init__(
@@ -165,9 +192,10 @@ class FanOut(Generic[R]):
         copy_one: Callable[[str, str], R | Requeue],
         not_started: Callable[[str, str], R],
         cancel: threading.Event,
+        max_depth: int = 4,
     ):
         self.board, self.copy_one, self.not_started, self.cancel = board, copy_one, not_started, cancel
-        self.started: Callable[[str, str], None] = lambda source, target: None  # heard at each start
+        self.max_depth = max_depth
 
     def run(self, targets: list[str]) -> dict[str, R]:
         results: dict[str, R] = {}
@@ -185,6 +213,7 @@ class FanOut(Generic[R]):
                     self.board.changed.wait(0.5)
                     for future in [f for f in running if f.done()]:
                         source, target = running.pop(future)
+                        self.board.give_back(source, target)
                         result = self._outcome(future, target)
                         if isinstance(result, Requeue) and not self.cancel.is_set():
                             log.info("%s lost its source %s (%s): back in the queue", target, source, result.reason)
@@ -220,25 +249,25 @@ class FanOut(Generic[R]):
 
     def _start(self, pool: ThreadPoolExecutor, pending: deque[str], running: dict[Future, tuple[str, str]],
                avoid: dict[str, set[str]]) -> None:  # fmt: skip
-        busy = {source for source, _target in running.values()}
         for target in list(pending):
-            source = self._pick(target, busy, avoid[target])
+            source = self._pick(target, avoid[target])
             if source is None:
                 continue
             pending.remove(target)
-            busy.add(source)
-            self.board[target].upstream = source
+            self.board.lend(source, target)
+            supply, upstream = self.board[target], self.board[source]
+            supply.upstream = source
+            supply.depth = 1 if upstream.state == COMPLETE else upstream.depth + 1
             future = pool.submit(self.copy_one, source, target)
             future.add_done_callback(lambda _f: self.board.changed.set())
             running[future] = (source, target)
-            self.started(source, target)
 
-    def _pick(self, target: str, busy: set[str], avoid: set[str]) -> str | None:
+    def _pick(self, target: str, avoid: set[str]) -> str | None:
         """An idle source for ``target``: a complete copy first, else the one that holds the most files."""
         candidates = [
             s for node, s in self.board.supplies.items()
-            if node != target and node not in busy and node not in avoid and s.offered
-            and not self.board.waits_on(node, target)
+            if node != target and self.board.idle(node) and node not in avoid and s.offered
+            and (s.state == COMPLETE or s.depth < self.max_depth) and not self.board.waits_on(node, target)
         ]  # fmt: skip
         if not candidates:
             return None

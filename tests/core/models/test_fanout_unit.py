@@ -33,6 +33,7 @@ class World:
     def copy_one(self, source: str, target: str):
         supply = self.board[target]
         todo = [f for f in FILES if f not in supply.verified]
+        self.note("start", source, target)
         try:
             while todo:
                 with self.board[source].serve(todo, self.cancel) as batch:
@@ -55,6 +56,9 @@ class World:
         except CopyCancelled:
             supply.finish(False)
             return "cancelled"
+        self.note("sent", source, target)
+        self.board.give_back(source, target)  # as ModelCopy does: before the target's own check
+        time.sleep(self.step_s)
         supply.finalizing(self.cancel)
         self.note("finished", target)
         supply.finish(True)
@@ -95,6 +99,14 @@ def test_a_node_serves_each_file_only_after_it_verified_it_and_before_its_own_co
             early.append((source, target))
     # Pipelined: most nodes passed files on while they still received, not only after.
     assert len({source for source, _target in early}) >= 3, world.log
+    # Each source served one copy at a time, though it was handed back before each target's own end.
+    serving: dict[str, str] = {}
+    for event in world.log:
+        if event[0] == "start":
+            assert event[1] not in serving, (event, serving)
+            serving[event[1]] = event[2]
+        elif event[0] == "sent":
+            assert serving.pop(event[1]) == event[2]
     # Every target got every file once.
     for target in targets:
         assert sorted(n for e in world.log if e[0] == "verified" and e[1] == target for n in [e[2]]) == FILES
@@ -127,9 +139,13 @@ def test_a_node_never_serves_one_it_is_fed_by():
         board[node].verified_files(["a"])
     fan = FanOut(board, lambda s, t: "ok", lambda t, why: why, threading.Event())
     # a (back in the queue after losing n1, say) may take n1, never b or c, which wait on its files.
-    assert fan._pick("a", busy={"n1"}, avoid=set()) is None
-    assert fan._pick("a", busy=set(), avoid=set()) == "n1"
-    assert fan._pick("c", busy={"n1"}, avoid=set()) == "a"
+    board.lend("n1", "x")
+    assert fan._pick("a", avoid=set()) is None
+    assert fan._pick("c", avoid=set()) == "a"
+    board.give_back("n1", "y")  # not the copy it serves: still busy
+    assert fan._pick("a", avoid=set()) is None
+    board.give_back("n1", "x")
+    assert fan._pick("a", avoid=set()) == "n1"
 
 
 def test_the_move_into_place_waits_for_a_push_from_staging_and_later_ones_get_the_complete_copy():
