@@ -54,6 +54,7 @@ from sparksync.core.agents.this_computer import LOCAL_NODE_NAME, is_local
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.base.paths import data_dir, ensure_dir
 from sparksync.core.models import rsh
+from sparksync.core.models.copy_parts import Clock, CopyEvent, EarlyCheck, Lap, Moved
 from sparksync.core.models.errors import CopyCancelled, CopyFailedError, ModelError, NoSpaceError
 from sparksync.core.models.fanout import Board, FanOut, Requeue, SourceLost
 from sparksync.core.models.nodes import ModelNodes, parallel
@@ -64,24 +65,6 @@ log = logging.getLogger(__name__)
 
 WAIT_S = 0.5  # a push's progress is read this often; its end is heard at once
 POLL_S = 0.1  # the least time between two reads of a push (an agent that does not wait)
-
-
-@dataclass(frozen=True)
-class CopyEvent:
-    """One step of one target's copy: what the faces draw a bar or a JSON line from."""
-
-    node: str
-    phase: str  # checking, waiting, relaying, copying, verifying, recopying, done, present, failed, cancelled
-    source: str | None = None
-    route: str | None = None
-    bytes_done: int = 0
-    bytes_total: int = 0
-    rate_bps: float | None = None
-    eta_s: float | None = None
-    message: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"event": "progress", **asdict(self)}
 
 
 @dataclass
@@ -266,7 +249,7 @@ class ModelCopy:
         started = time.monotonic()
         route: Route | None = None
         phases: dict[str, float] = {}
-        lap = _Lap(phases)
+        lap = Lap(phases)
         supply = self.board[target]
         try:
             route = self.routes.choose(source, target)
@@ -276,9 +259,10 @@ class ModelCopy:
             lap("receive")
             files = repair or [f.path for f in plan.manifest]
             known = [f for f in files if f in supply.verified]  # by an earlier try of this run (a lost source)
-            early = _EarlyCheck(self, plan, target, [f for f in files if f not in known], supply.verified_files)
+            early = EarlyCheck(self.nodes, plan.name, plan.manifest, target, files, known, supply.verified_files)
             try:
-                moved = self._move(plan, source, target, route, reply.staging, files, checksum=repair is not None)
+                moved = self._move(plan, source, target, route, reply.staging, files, checksum=repair is not None,
+                                   landed=early.landed)  # fmt: skip
             finally:
                 checked = early.stop()
             self.board.give_back(source, target)  # its part is done: it may serve the next while this one is checked
@@ -349,10 +333,10 @@ class ModelCopy:
     # --- moving bytes ------------------------------------------------------------------------------
 
     def _move(self, plan: _Plan, source: str, target: str, route: Route, staging: str, files: list[str],
-              checksum: bool) -> _Moved:  # fmt: skip
-        """Bytes of ``files`` from ``source`` into ``target``'s staging folder."""
+              checksum: bool, landed: Callable[[int], None] | None = None) -> Moved:  # fmt: skip
+        """Bytes of ``files`` from ``source`` into ``target``'s staging folder; ``landed`` hears the bytes done."""
         total = sum(f.size for f in plan.manifest if f.path in set(files))
-        clock = _Clock(target, source, route.kind, total, self._emit)
+        clock = Clock(target, source, route.kind, total, self._emit, landed=landed)
         if route.kind == "ssh":
             return self._push_files(plan, source, route, staging, files, checksum, clock)
         with self.board[source].serve(files, self.cancel, whole=True):  # a relay or a local end: the whole copy
@@ -363,14 +347,14 @@ class ModelCopy:
         else:
             origin = src_dir if is_local(source) else f"{self.nodes.node_id(source)}:{src_dir}"
         dest = staging if is_local(target) else f"{self.nodes.node_id(target)}:{staging}"
-        return _Moved(self._rsync_here(origin, dest, files, checksum, clock))
+        return Moved(self._rsync_here(origin, dest, files, checksum, clock))
 
     def _push_files(self, plan: _Plan, source: str, route: Route, staging: str, files: list[str], checksum: bool,
-                    clock: _Clock) -> _Moved:  # fmt: skip
+                    clock: Clock) -> Moved:  # fmt: skip
         """The source's agent pushes ``files``: at once from a complete copy, else each batch once verified there."""
         assert route.host is not None and route.user is not None
         sizes = {f.path: f.size for f in plan.manifest}
-        moved, todo, whole = _Moved(), list(files), False
+        moved, todo, whole = Moved(), list(files), False
         while todo:
             with self.board[source].serve(todo, self.cancel, whole) as batch:
                 request = PushRequest(name=plan.name, host=route.host, port=route.port, user=route.user,
@@ -392,7 +376,7 @@ class ModelCopy:
         clock.tick(clock.total)
         return moved
 
-    def _push(self, source: str, request: PushRequest, clock: _Clock, offset: int = 0) -> int | None:
+    def _push(self, source: str, request: PushRequest, clock: Clock, offset: int = 0) -> int | None:
         job = self.nodes.call(source, lambda c: c.push_model(request))
         while True:
             if self.cancel.is_set():
@@ -417,7 +401,7 @@ class ModelCopy:
             folder = self._relay.get(plan.name)
             if folder is None:
                 folder = ensure_dir(data_dir() / "models-relay" / plan.name.replace("/", "--"))
-                clock = _Clock(target, source, "relay", plan.entry.size_bytes, self._emit, phase="relaying")
+                clock = Clock(target, source, "relay", plan.entry.size_bytes, self._emit, phase="relaying")
                 origin = f"{self.nodes.node_id(source)}:{self._entries[source].directory}"
                 self._rsync_here(origin, str(folder), [f.path for f in plan.manifest], False, clock)
                 self._relay[plan.name] = folder
@@ -428,7 +412,7 @@ class ModelCopy:
             shutil.rmtree(folder, ignore_errors=True)
         self._relay.clear()
 
-    def _rsync_here(self, source: str, dest: str, files: list[str], checksum: bool, clock: _Clock) -> int | None:
+    def _rsync_here(self, source: str, dest: str, files: list[str], checksum: bool, clock: Clock) -> int | None:
         """rsync run on this computer; a remote end goes through SparkSync's own SSH (``rsh``)."""
         remote = ":" in source.split("/", 1)[0] or ":" in dest.split("/", 1)[0]
         argv = rsync_argv(source, dest, rsh=rsh.command() if remote else None, checksum=checksum)
@@ -460,99 +444,6 @@ class ModelCopy:
             self.on_event(event)
         except Exception:  # a face's bug must not stop a copy
             log.exception("a copy progress listener failed")
-
-
-@dataclass
-class _Moved:
-    """What one copy's transfers sent: rsync's literal bytes, the bytes done, the files sent from staging."""
-
-    literal: int | None = None
-    bytes: int = 0
-    early: list[str] = field(default_factory=list)
-
-    def add(self, literal: int | None, nbytes: int, early: list[str]) -> None:
-        if literal is not None:
-            self.literal = (self.literal or 0) + literal
-        self.bytes += nbytes
-        self.early += early
-
-
-class _EarlyCheck:
-    """Hashes on the target each file that has arrived while the next ones are still on the wire.
-
-    rsync writes a file under a temporary name and renames it when it is whole,
-    so a file under its own name with its manifest size has landed. The final
-    check then hashes only what this one has not (the agent's cache keys on size,
-    mtime and inode, so a file rsync replaced afterwards is hashed again). Each
-    file it finds good is ``on_ok``'s: from then on the target may pass it on.
-    """
-
-    EVERY_S = 0.25  # a file waits at most this long, once landed, before the next node may have it
-
-    def __init__(self, copy: ModelCopy, plan: _Plan, target: str, files: list[str],
-                 on_ok: Callable[[list[str]], None]):  # fmt: skip
-        self.copy, self.plan, self.target, self.on_ok = copy, plan, target, on_ok
-        self.todo = [f for f in plan.manifest if f.path in set(files)]
-        self.ok: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"model-check:{target}", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> list[str]:
-        self._stop.set()
-        self._thread.join(60)
-        return list(self.ok)
-
-    def _run(self) -> None:
-        # The last file too: the next node can then take it with the one before, in one push.
-        while self.todo and not self._stop.wait(self.EVERY_S):
-            request = VerifyRequest(name=self.plan.name, files=self.todo, staging=True)
-            try:
-                verdict = self.copy.nodes.call(self.target, lambda c: c.verify_model(request))
-            except SparkSyncError as exc:
-                log.debug("early check on %s: %s", self.target, exc)
-                return
-            bad = set(verdict.mismatched) | set(verdict.missing)
-            done = [f for f in self.todo if f.path not in bad]
-            self.ok += [f.path for f in done]
-            if done:
-                self.on_ok([f.path for f in done])
-            # A wrong one is left to the final check (fresh): not hashed again every second.
-            self.todo = [f for f in self.todo if f not in done and f.path not in verdict.mismatched]
-
-
-class _Lap:
-    """Seconds since the last lap, under a step's name."""
-
-    def __init__(self, phases: dict[str, float]):
-        self.phases, self.last = phases, time.monotonic()
-
-    def __call__(self, name: str) -> None:
-        now = time.monotonic()
-        self.phases[name] = self.phases.get(name, 0.0) + now - self.last
-        self.last = now
-
-
-class _Clock:
-    """Bytes, rate and ETA of one target's transfer."""
-
-    def __init__(self, node: str, source: str, route: str, total: int, emit: Callable[[CopyEvent], None],
-                 phase: str = "copying"):  # fmt: skip
-        self.node, self.source, self.route, self.total, self.emit, self.phase = node, source, route, total, emit, phase
-        self.started = time.monotonic()
-        self.last_emit = 0.0
-        self.done = -1
-
-    def tick(self, done: int) -> None:
-        done = min(done, self.total)
-        now = time.monotonic()
-        if done == self.done and now - self.last_emit < 1.0:
-            return
-        self.done, self.last_emit = done, now
-        elapsed = max(now - self.started, 1e-6)
-        rate = done / elapsed if done else None
-        eta = (self.total - done) / rate if rate else None
-        self.emit(CopyEvent(self.node, self.phase, self.source, self.route, done, self.total, rate, eta))
 
 
 def _present(listing: ModelList | SparkSyncError | None, name: str) -> ModelEntry | None:
