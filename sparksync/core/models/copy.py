@@ -285,7 +285,9 @@ class ModelCopy:
                         f"({', '.join(bad)}); it stays partial there. Check the node's disk."
                     )
             supply.verified_files([f.path for f in plan.manifest])
+            verified_s = time.monotonic() - started
             supply.finalizing(self.cancel)  # the pushes that read its staging folder end first
+            lap("passing on")
             entry = self.nodes.call(target, lambda c: c.finalize_model(
                 FinalizeRequest(name=plan.name, format=plan.entry.format, files=plan.manifest)))  # fmt: skip
             lap("finalize")
@@ -294,7 +296,7 @@ class ModelCopy:
             seconds = time.monotonic() - started
             nbytes = sum(f.size for f in plan.manifest if f.path in set(files))
             if repair is None and not moved.early and moved.literal:
-                self._record_rate(target, moved.literal, seconds)  # one fed by a node still receiving is paced by it
+                self._record_rate(target, moved.literal, verified_s)  # one fed by a node still receiving is paced by it
             state = "repaired" if repair is not None or recopied else "copied"
             # A relay, or node-to-node SSH that is not the fabric's: the faces say why.
             message = route.detail if route.kind == "relay" or route.over == "management" else None
@@ -371,6 +373,8 @@ class ModelCopy:
                     log.info("%s could not pass on %s from its staging folder (%s)", source, batch.files, exc)
                     whole = True
                     continue
+            log.debug("%s → %s: %s%s", source, route.host, ", ".join(batch.files),
+                      " (from staging)" if batch.from_staging else "")  # fmt: skip
             moved.add(literal, sum(sizes[f] for f in batch.files), batch.files if batch.from_staging else [])
             todo = [f for f in todo if f not in set(batch.files)]
         clock.tick(clock.total)
