@@ -18,4 +18,5 @@ __version__ = "0.1.0"
 #      what breaks one is a 422 invalid_request, not a 400; a copy that will not fit is a
 #      409 no_space (was 507); DELETE /v1/models/{name} never takes a name another models
 #      route serves (jobs/..., roots, receive, verify, finalize, reach).
-PROTOCOL_VERSION = "1.5"
+# 1.6: PushRequest.from_staging: a node passes on the files of a copy it is still receiving.
+PROTOCOL_VERSION = "1.6"

@@ -283,7 +283,7 @@ def _bar_line(node: str, phase: str, done: int, total: int, rate: float | None, 
     if eta is not None and phase in ("copying", "fetching", "relaying"):
         parts.append(f"ETA {eta:4.0f} s")
     parts.append(phase + (f" ({route})" if route else ""))
-    if message and phase in ("failed", "recopying", "cancelled", "done"):
+    if message and phase in ("failed", "recopying", "cancelled", "done", "waiting"):
         parts.append(message)
     return "  ".join(parts)
 

@@ -1,7 +1,8 @@
 """Model copies for real: paired lab nodes, real agents, real sshd, real rsync, the CLI as a user runs it.
 
 - one node → seven over node-to-node SSH (``model_lab.mesh_keys``), fanned out
-  as a tree; a corrupted byte on one target found by a fresh sha256 and
+  from node to node, a target passing on each verified file while the next
+  ones still arrive (seen over slow links); a corrupted byte on one target found by a fresh sha256 and
   repaired; a copy stopped halfway (Ctrl-C) listed partial, then resumed;
 - without node-to-node SSH the copy is relayed through this computer (and
   says so); this computer as the source; a target without the space refused
@@ -97,6 +98,37 @@ def test_one_node_to_seven_over_node_to_node_ssh_as_a_tree_verified_repaired_and
         assert same_files(source / "org" / "st-model", store_of(ssh_lab, target) / "org" / "st-model")
     after = matrix(ssh_lab, env)
     assert {after["org/st-model"][n.name] for n in nodes} == {"present"}
+
+    # Pipelined: over links that take a second a shard, a target passes each shard on, once its own sha256
+    # check found it good, to the next target while the later shards still reach it.
+    write_safetensors(source / "piped", shards=4, shard_bytes=2 << 20, seed=3)
+    give(ssh_lab, first, source)
+    chain = [first, *targets[:3]]
+    for node in chain:
+        shape(ssh_lab, node, "16mbit")
+    try:
+        lines = run_json(ssh_lab, env, "model", "copy", "piped", "--from", first.name,
+                         *[arg for t in targets[:3] for arg in ("--to", t.name)], "--json")  # fmt: skip
+    finally:
+        for node in chain:
+            unshape(ssh_lab, node)
+    report = summary(lines)
+    assert report["ok"], report
+    by_node = {r["node"]: r for r in report["nodes"]}
+    early = [r for r in by_node.values() if r["served_early"]]
+    assert early, by_node
+    for result in early:
+        upstream = result["source"]
+        assert upstream in by_node and set(result["served_early"]) <= {f.name for f in (source / "piped").iterdir()}
+        # The push from the upstream's staging folder ran before the upstream's own copy was done.
+        moving = next(i for i, line in enumerate(lines) if line["event"] == "progress" and line["phase"] == "copying"
+                      and line["node"] == result["node"] and line["source"] == upstream and line["bytes_done"] > 0)
+        upstream_done = next(i for i, line in enumerate(lines) if line["event"] == "progress"
+                             and line["phase"] == "done" and line["node"] == upstream)  # fmt: skip
+        assert moving < upstream_done, (result, lines)
+        assert by_node[upstream]["state"] == "copied" and result["state"] == "copied"
+    for target in targets[:3]:
+        assert same_files(source / "piped", store_of(ssh_lab, target) / "piped")
 
     # Without --from: a node that has it is the source; the GGUF goes out the same way.
     report = summary(run_json(ssh_lab, env, "model", "copy", "tiny", *to[:4], "--json"))

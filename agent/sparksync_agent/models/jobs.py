@@ -131,17 +131,24 @@ class JobBoard:
     def push(self, request: PushRequest) -> ModelJob:
         checks.name(request.name)
         checks.user(request.user)
+        directory, sizes = self._push_source(request)
+        files = list(sizes)
+        job = _Job(JobKind.push, request.name, sum(sizes.values()))
+        rsh = ssh_command(request.port, request.identity_file, request.known_hosts, control_dir=self.control_dir)
+        dest = f"{request.user}@{request.host}:{request.staging}"
+        argv = rsync_argv(str(directory), dest, rsh=rsh, checksum=request.checksum)
+        return self._add(job, lambda j: self._run_rsync(j, argv, files))
+
+    def _push_source(self, request: PushRequest) -> tuple[Path, dict[str, int]]:
+        """The folder a push sends from and its files' sizes: the present copy, or the one being received."""
+        if request.from_staging:
+            return self.store.staged(request.name, request.files)
         found = self.store.present(request.name)
         files = request.files or found.files
         unknown = sorted(set(files) - set(found.files))
         if unknown:
             raise ModelError(400, "bad_files", f"{request.name} has no file {unknown[0]!r}")
-        sizes = {rel: (found.directory / rel).stat().st_size for rel in files}
-        job = _Job(JobKind.push, request.name, sum(sizes.values()))
-        rsh = ssh_command(request.port, request.identity_file, request.known_hosts, control_dir=self.control_dir)
-        dest = f"{request.user}@{request.host}:{request.staging}"
-        argv = rsync_argv(str(found.directory), dest, rsh=rsh, checksum=request.checksum)
-        return self._add(job, lambda j: self._run_rsync(j, argv, files))
+        return found.directory, {rel: (found.directory / rel).stat().st_size for rel in files}
 
     def _run_rsync(self, job: _Job, argv: list[str], files: list[str]) -> None:
         log.info("push of %s: %s", job.status.name, " ".join(argv[:-1]))

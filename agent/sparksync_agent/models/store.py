@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -150,6 +150,28 @@ class ModelStore:
         return ReceiveReply(
             name=request.name, staging=str(staging), store=str(roots.store), free_bytes=free, partial_bytes=partial
         )
+
+    def staged(self, name: str, files: Sequence[str]) -> tuple[Path, dict[str, int]]:
+        """The staging folder of ``name`` and the size of each of ``files`` in it, for a push onwards.
+
+        The folder is this agent's own (found by the name, never a path a client
+        gives); each file must be a regular file inside it, not a link: what a
+        push from here sends is only what rsync wrote into the copy.
+        """
+        checks.name(name)
+        directory = self.staging_of(name)
+        if not directory.is_dir():
+            raise ModelError(404, "no_staging", f"no copy of {name} is being received here")
+        if not files:
+            raise ModelError(400, "bad_files", "a push from the staging folder names its files")
+        top = directory.resolve()
+        sizes: dict[str, int] = {}
+        for rel in files:
+            path = _inside(directory, rel)
+            if path.is_symlink() or not path.is_file() or top not in path.resolve().parents:
+                raise ModelError(400, "bad_files", f"{rel!r} is not a received file of {name} here")
+            sizes[rel] = path.stat().st_size
+        return directory, sizes
 
     def verify(self, request: VerifyRequest) -> VerifyReply:
         checks.name(request.name)

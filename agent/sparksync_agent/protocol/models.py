@@ -207,6 +207,10 @@ class FetchRequest(WireModel):
 class PushRequest(WireModel):
     """Copy a model from this node to another over rsync and ssh (the node-to-node mesh).
 
+    With ``from_staging`` the files come from the copy this node is still
+    receiving (the agent finds that folder by the model's name): a fan-out
+    passes each verified file on while the next ones still arrive.
+
     ssh runs with BatchMode and StrictHostKeyChecking: this node's own key and
     its known_hosts (written from the client's pinned keys) are what let it in.
     """
@@ -218,6 +222,10 @@ class PushRequest(WireModel):
     staging: str = Field(description="The target's staging folder (from its ReceiveReply).")
     files: list[str] = Field([], description="Only these files (default: all).")
     checksum: bool = Field(False, strict=True, description="Compare contents, not size and mtime (a repair).")
+    from_staging: bool = Field(
+        False, strict=True, description="Send from this node's own staging folder for the model (a copy it is "
+        "still receiving, whose named files have been verified), not from its present copy; needs files."
+    )
     identity_file: str | None = None
     known_hosts: str | None = None
 

@@ -1,7 +1,8 @@
 """Models on every node: where each one is, fetching on a node, copies fanned out and verified.
 
 - ``nodes``: ``ModelNodes`` (the models side of the fleet), the model × node ``ModelMatrix``;
-- ``copy``: ``ModelCopy``: free space first, a tree fan-out, sha256 checks, one re-copy;
+- ``copy``: ``ModelCopy``: free space first, a pipelined fan-out, sha256 checks, one re-copy;
+- ``fanout``: the fan-out's schedule: which node serves which, a node serving while it receives;
 - ``route``: which way a copy goes (node-to-node SSH, or relayed through this computer);
 - ``fetch``: a node downloads a Hugging Face repo itself (the token from the keyring);
 - ``rates``: copy rates measured per node, for the estimate a workload launch shows;
@@ -18,15 +19,21 @@ from typing import TYPE_CHECKING
 from sparksync.core.base.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from sparksync.core.models.copy import CopyCancelled, CopyEvent, CopyReport, ModelCopy, NodeResult
-    from sparksync.core.models.errors import CopyFailedError, ModelError, ModelMissingError, NoSpaceError
+    from sparksync.core.models.copy import CopyEvent, CopyReport, ModelCopy, NodeResult
+    from sparksync.core.models.errors import (
+        CopyCancelled,
+        CopyFailedError,
+        ModelError,
+        ModelMissingError,
+        NoSpaceError,
+    )
     from sparksync.core.models.fetch import HF_TOKEN_SECRET, fetch_model, forget_token, store_token, stored_token
     from sparksync.core.models.nodes import Cell, ModelMatrix, ModelNodes, NodeColumn, build_matrix
     from sparksync.core.models.rates import CopyRates
     from sparksync.core.models.route import Route, choose_route
 
 _WHERE = {
-    "CopyCancelled": "copy",
+    "CopyCancelled": "errors",
     "CopyEvent": "copy",
     "CopyReport": "copy",
     "ModelCopy": "copy",

@@ -1,4 +1,4 @@
-"""Copying a model to nodes: free space first, a tree fan-out, a sha256 check of every copy.
+"""Copying a model to nodes: free space first, a pipelined fan-out, a sha256 check of every copy.
 
 ``ModelCopy.run(name, targets, source)``:
 
@@ -8,9 +8,12 @@
    lacks (``NoSpaceError``, with the numbers per node);
 3. checks the targets that already have the model with fresh sha256s: a
    good copy is a source from then on, a damaged one is repaired in place;
-4. fans out as a tree: every source serves one copy at a time, and each
-   target that has finished becomes a source, so seven targets take three
-   rounds, not seven;
+4. fans out, pipelined (``fanout``): every source serves one copy at a time,
+   and a target serves the next one as soon as its first file is verified,
+   passing on each file once it is verified there while the later ones still
+   arrive (node-to-node SSH only; a relay or this computer's own end waits for
+   a complete copy). A target whose source fails mid-way goes back to the
+   queue for another source;
 5. ends each copy with a fresh sha256 check against the source's manifest; a
    mismatch is copied once more (``--checksum``, those files only), then
    reported; only a verified copy moves into place (``finalize``).
@@ -28,9 +31,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,9 @@ from sparksync.core.agents.this_computer import LOCAL_NODE_NAME, is_local
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.base.paths import data_dir, ensure_dir
 from sparksync.core.models import rsh
-from sparksync.core.models.errors import CopyFailedError, ModelError, NoSpaceError
+from sparksync.core.models.copy_parts import Clock, CopyEvent, EarlyCheck, Lap, Moved
+from sparksync.core.models.errors import CopyCancelled, CopyFailedError, ModelError, NoSpaceError
+from sparksync.core.models.fanout import Board, FanOut, Requeue, SourceLost
 from sparksync.core.models.nodes import ModelNodes, parallel
 from sparksync.core.models.rates import CopyRates
 from sparksync.core.models.route import Route, Routes
@@ -62,30 +65,6 @@ log = logging.getLogger(__name__)
 
 WAIT_S = 0.5  # a push's progress is read this often; its end is heard at once
 POLL_S = 0.1  # the least time between two reads of a push (an agent that does not wait)
-
-
-class CopyCancelled(ModelError):
-    """The copy was stopped (Ctrl-C): what arrived is kept for the next run."""
-
-    exit_code = 130
-
-
-@dataclass(frozen=True)
-class CopyEvent:
-    """One step of one target's copy: what the faces draw a bar or a JSON line from."""
-
-    node: str
-    phase: str  # checking, waiting, relaying, copying, verifying, recopying, done, present, failed, cancelled
-    source: str | None = None
-    route: str | None = None
-    bytes_done: int = 0
-    bytes_total: int = 0
-    rate_bps: float | None = None
-    eta_s: float | None = None
-    message: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"event": "progress", **asdict(self)}
 
 
 @dataclass
@@ -102,6 +81,8 @@ class NodeResult:
     phases: dict[str, float] = field(default_factory=dict)  # seconds spent in each step
     route_detail: str | None = None  # which way and why (e.g. why not over the fabric)
     address: str | None = None  # where the source's ssh connected (an ssh route)
+    served_early: list[str] = field(default_factory=list)  # files sent from the source's staging folder,
+    # verified there while its own copy still went on
 
     @property
     def ok(self) -> bool:
@@ -159,6 +140,7 @@ class ModelCopy:
         self._relay: dict[str, Path] = {}
         self._relay_lock = threading.Lock()
         self._entries: dict[str, ModelEntry] = {}  # node -> its present copy (a source's directory)
+        self.board = Board()
 
     # --- planning -------------------------------------------------------------------------------
 
@@ -220,7 +202,8 @@ class ModelCopy:
         started = time.monotonic()
         plan = self.plan(name, targets, source)
         results: dict[str, NodeResult] = {}
-        sources: deque[str] = deque([plan.source])
+        self.board = Board()
+        self.board.add(plan.source, complete=True)
         repairs: dict[str, list[str]] = {}
         for target, verdict in self._verify_present(plan).items():
             if isinstance(verdict, SparkSyncError):
@@ -228,49 +211,29 @@ class ModelCopy:
             elif verdict.ok:
                 results[target] = NodeResult(target, "present", message="already there, sha256 verified")
                 self._emit(CopyEvent(target, "present", message="already there, sha256 verified"))
-                sources.append(target)
+                self.board.add(target, complete=True)
             elif self._entries[target].root_kind is RootKind.store:
                 repairs[target] = verdict.mismatched + verdict.missing
             else:
                 plan.fresh.append(target)  # a damaged copy outside the store: a new one in the store
-        pending: deque[str] = deque([*repairs, *plan.fresh])
+        pending = [*repairs, *plan.fresh]
         for target in pending:
+            self.board.add(target)
             self._emit(CopyEvent(target, "waiting", bytes_total=plan.entry.size_bytes))
-        running: dict[Future, tuple[str, str]] = {}
-        with ThreadPoolExecutor(max_workers=8, thread_name_prefix="model-copy") as pool:
-            try:
-                while pending or running:
-                    while pending and sources and not self.cancel.is_set():
-                        src, target = sources.popleft(), pending.popleft()
-                        future = pool.submit(self._one, plan, src, target, repairs.get(target))
-                        running[future] = (src, target)
-                    if not running:
-                        break
-                    done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        src, target = running.pop(future)
-                        result = future.result()
-                        results[target] = result
-                        sources.append(src)
-                        if result.ok and not self.cancel.is_set():
-                            sources.append(target)  # the tree: a finished node serves the next
-                    if self.cancel.is_set():
-                        for target in pending:
-                            results[target] = NodeResult(target, "cancelled", message="not started")
-                        pending.clear()
-            except KeyboardInterrupt:
-                self.cancel.set()
-                for future in list(running):
-                    src, target = running.pop(future)
-                    results[target] = future.result()
-                for target in pending:
-                    results[target] = NodeResult(target, "cancelled", message="not started")
-                raise CopyCancelled(
-                    f"the copy of {name} was stopped; what arrived is kept and the next run resumes it"
-                ) from None
-            finally:
-                self._drop_relay()
-                self.routes.close()
+        largest = max((f.size for f in plan.manifest), default=0)
+        depth = max(1, round(plan.entry.size_bytes / largest)) if largest else 1
+        fan = FanOut(self.board, lambda src, target: self._one(plan, src, target, repairs.get(target)),
+                     lambda target, why: NodeResult(target, "cancelled", message=why), self.cancel,
+                     max_depth=depth)  # fmt: skip
+        try:
+            results.update(fan.run(pending))
+        except KeyboardInterrupt:
+            raise CopyCancelled(
+                f"the copy of {name} was stopped; what arrived is kept and the next run resumes it"
+            ) from None
+        finally:
+            self._drop_relay()
+            self.routes.close()
         order = [t for t in self.nodes.names(targets) if t in results]
         report = CopyReport(name, plan.entry.size_bytes, plan.source, [results[t] for t in order],
                             time.monotonic() - started)  # fmt: skip
@@ -282,11 +245,12 @@ class ModelCopy:
             self._emit(CopyEvent(target, "checking", bytes_total=plan.entry.size_bytes))
         return parallel(plan.check, lambda n: self.nodes.call(n, lambda c: c.verify_model(request)))
 
-    def _one(self, plan: _Plan, source: str, target: str, repair: list[str] | None) -> NodeResult:
+    def _one(self, plan: _Plan, source: str, target: str, repair: list[str] | None) -> NodeResult | Requeue:
         started = time.monotonic()
         route: Route | None = None
         phases: dict[str, float] = {}
-        lap = _Lap(phases)
+        lap = Lap(phases)
+        supply = self.board[target]
         try:
             route = self.routes.choose(source, target)
             lap("route")
@@ -294,16 +258,19 @@ class ModelCopy:
                 ReceiveRequest(name=plan.name, size_bytes=plan.entry.size_bytes, repair=repair is not None)))  # fmt: skip
             lap("receive")
             files = repair or [f.path for f in plan.manifest]
-            early = _EarlyCheck(self, plan, target, files)
+            known = [f for f in files if f in supply.verified]  # by an earlier try of this run (a lost source)
+            early = EarlyCheck(self.nodes, plan.name, plan.manifest, target, files, known, supply.verified_files)
             try:
-                literal = self._move(plan, source, target, route, reply.staging, files, checksum=repair is not None)
+                moved = self._move(plan, source, target, route, reply.staging, files, checksum=repair is not None,
+                                   landed=early.landed)  # fmt: skip
             finally:
                 checked = early.stop()
+            self.board.give_back(source, target)  # its part is done: it may serve the next while this one is checked
             lap("transfer")
             recopied: list[str] = []
             self._emit(CopyEvent(target, "verifying", source, route.kind, plan.entry.size_bytes,
                                  plan.entry.size_bytes))  # fmt: skip
-            verdict = self._verify(plan, target, checked)
+            verdict = self._verify(plan, target, known + checked)
             lap("verify")
             if not verdict.ok:
                 recopied = verdict.mismatched + verdict.missing
@@ -317,27 +284,39 @@ class ModelCopy:
                         f"{plan.name} on {target} still differs from {source} after a second copy "
                         f"({', '.join(bad)}); it stays partial there. Check the node's disk."
                     )
+            supply.verified_files([f.path for f in plan.manifest])
+            verified_s = time.monotonic() - started
+            supply.finalizing(self.cancel)  # the pushes that read its staging folder end first
+            lap("passing on")
             entry = self.nodes.call(target, lambda c: c.finalize_model(
                 FinalizeRequest(name=plan.name, format=plan.entry.format, files=plan.manifest)))  # fmt: skip
             lap("finalize")
             self._entries[target] = entry
+            supply.finish(True)
             seconds = time.monotonic() - started
-            moved = sum(f.size for f in plan.manifest if f.path in set(files))
-            if repair is None and literal is not None and literal > 0:
-                self._record_rate(target, literal, seconds)
+            nbytes = sum(f.size for f in plan.manifest if f.path in set(files))
+            if repair is None and not moved.early and moved.literal:
+                self._record_rate(target, moved.literal, verified_s)  # one fed by a node still receiving is paced by it
             state = "repaired" if repair is not None or recopied else "copied"
             # A relay, or node-to-node SSH that is not the fabric's: the faces say why.
             message = route.detail if route.kind == "relay" or route.over == "management" else None
             self._emit(CopyEvent(target, "done", source, route.kind, plan.entry.size_bytes, plan.entry.size_bytes,
                                  message=message))  # fmt: skip
             log.info("%s to %s: %s", plan.name, target, ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
-            return NodeResult(target, state, source, route.kind, seconds, moved, literal, recopied or repair or [],
-                              message, phases, route.detail, route.host)  # fmt: skip
+            return NodeResult(target, state, source, route.kind, seconds, nbytes, moved.literal,
+                              recopied or repair or [], message, phases, route.detail, route.host,
+                              moved.early)  # fmt: skip
+        except SourceLost as exc:
+            self._emit(CopyEvent(target, "waiting", source, bytes_total=plan.entry.size_bytes,
+                                 message=f"{exc}: waiting for another source"))  # fmt: skip
+            return Requeue(source, str(exc))
         except CopyCancelled as exc:
+            supply.finish(False)
             self._emit(CopyEvent(target, "cancelled", source, route.kind if route else None, message=str(exc)))
             return NodeResult(target, "cancelled", source, route.kind if route else None,
                               time.monotonic() - started, message=str(exc))  # fmt: skip
         except SparkSyncError as exc:
+            supply.finish(False)
             self._emit(CopyEvent(target, "failed", source, route.kind if route else None, message=str(exc)))
             return NodeResult(target, "failed", source, route.kind if route else None,
                               time.monotonic() - started, message=str(exc),
@@ -356,26 +335,52 @@ class ModelCopy:
     # --- moving bytes ------------------------------------------------------------------------------
 
     def _move(self, plan: _Plan, source: str, target: str, route: Route, staging: str, files: list[str],
-              checksum: bool) -> int | None:  # fmt: skip
-        """Bytes of ``files`` from ``source`` into ``target``'s staging folder; rsync's literal bytes."""
+              checksum: bool, landed: Callable[[int], None] | None = None) -> Moved:  # fmt: skip
+        """Bytes of ``files`` from ``source`` into ``target``'s staging folder; ``landed`` hears the bytes done."""
         total = sum(f.size for f in plan.manifest if f.path in set(files))
-        clock = _Clock(target, source, route.kind, total, self._emit)
+        clock = Clock(target, source, route.kind, total, self._emit, landed=landed)
         if route.kind == "ssh":
-            assert route.host is not None and route.user is not None
-            request = PushRequest(name=plan.name, host=route.host, port=route.port, user=route.user,
-                                  identity_file=route.identity_file, staging=staging, files=files,
-                                  checksum=checksum)  # fmt: skip
-            return self._push(source, request, clock)
-        src_dir = self._entries[source].directory
+            return self._push_files(plan, source, route, staging, files, checksum, clock)
+        with self.board[source].serve(files, self.cancel, whole=True):  # a relay or a local end: the whole copy
+            src_dir = self._entries[source].directory
         if route.kind == "relay":
             src_dir = str(self._relayed(plan, source, target))
             origin = src_dir
         else:
             origin = src_dir if is_local(source) else f"{self.nodes.node_id(source)}:{src_dir}"
         dest = staging if is_local(target) else f"{self.nodes.node_id(target)}:{staging}"
-        return self._rsync_here(origin, dest, files, checksum, clock)
+        return Moved(self._rsync_here(origin, dest, files, checksum, clock))
 
-    def _push(self, source: str, request: PushRequest, clock: _Clock) -> int | None:
+    def _push_files(self, plan: _Plan, source: str, route: Route, staging: str, files: list[str], checksum: bool,
+                    clock: Clock) -> Moved:  # fmt: skip
+        """The source's agent pushes ``files``: at once from a complete copy, else each batch once verified there."""
+        assert route.host is not None and route.user is not None
+        sizes = {f.path: f.size for f in plan.manifest}
+        moved, todo, whole = Moved(), list(files), False
+        while todo:
+            with self.board[source].serve(todo, self.cancel, whole) as batch:
+                request = PushRequest(name=plan.name, host=route.host, port=route.port, user=route.user,
+                                      identity_file=route.identity_file, staging=staging, files=batch.files,
+                                      checksum=checksum, from_staging=batch.from_staging)  # fmt: skip
+                try:
+                    literal = self._push(source, request, clock, moved.bytes)
+                except CopyCancelled:
+                    raise
+                except SparkSyncError as exc:
+                    if not batch.from_staging:
+                        raise
+                    # An agent without pushes from staging, or its folder gone: the rest from the whole copy.
+                    log.info("%s could not pass on %s from its staging folder (%s)", source, batch.files, exc)
+                    whole = True
+                    continue
+            log.debug("%s → %s: %s%s", source, route.host, ", ".join(batch.files),
+                      " (from staging)" if batch.from_staging else "")  # fmt: skip
+            moved.add(literal, sum(sizes[f] for f in batch.files), batch.files if batch.from_staging else [])
+            todo = [f for f in todo if f not in set(batch.files)]
+        clock.tick(clock.total)
+        return moved
+
+    def _push(self, source: str, request: PushRequest, clock: Clock, offset: int = 0) -> int | None:
         job = self.nodes.call(source, lambda c: c.push_model(request))
         while True:
             if self.cancel.is_set():
@@ -385,13 +390,13 @@ class ModelCopy:
             # The agent answers as soon as the job ends: its end is heard at once, and the
             # progress is read only every WAIT_S, so the polls take little CPU from the copy.
             job = self.nodes.call(source, lambda c: c.model_job(job.id, wait_s=WAIT_S))
-            clock.tick(job.bytes_done)
+            clock.tick(offset + job.bytes_done)
             if job.state.finished:
                 break
             time.sleep(max(0.0, POLL_S - (time.monotonic() - asked)))  # an agent that does not wait
         if job.state.value != "done":
             raise CopyFailedError(job.message or f"the copy from {source} ended {job.state.value}")
-        clock.tick(clock.total)
+        clock.tick(offset + job.bytes_total)
         return job.literal_bytes
 
     def _relayed(self, plan: _Plan, source: str, target: str) -> Path:
@@ -400,7 +405,7 @@ class ModelCopy:
             folder = self._relay.get(plan.name)
             if folder is None:
                 folder = ensure_dir(data_dir() / "models-relay" / plan.name.replace("/", "--"))
-                clock = _Clock(target, source, "relay", plan.entry.size_bytes, self._emit, phase="relaying")
+                clock = Clock(target, source, "relay", plan.entry.size_bytes, self._emit, phase="relaying")
                 origin = f"{self.nodes.node_id(source)}:{self._entries[source].directory}"
                 self._rsync_here(origin, str(folder), [f.path for f in plan.manifest], False, clock)
                 self._relay[plan.name] = folder
@@ -411,7 +416,7 @@ class ModelCopy:
             shutil.rmtree(folder, ignore_errors=True)
         self._relay.clear()
 
-    def _rsync_here(self, source: str, dest: str, files: list[str], checksum: bool, clock: _Clock) -> int | None:
+    def _rsync_here(self, source: str, dest: str, files: list[str], checksum: bool, clock: Clock) -> int | None:
         """rsync run on this computer; a remote end goes through SparkSync's own SSH (``rsh``)."""
         remote = ":" in source.split("/", 1)[0] or ":" in dest.split("/", 1)[0]
         argv = rsync_argv(source, dest, rsh=rsh.command() if remote else None, checksum=checksum)
@@ -443,79 +448,6 @@ class ModelCopy:
             self.on_event(event)
         except Exception:  # a face's bug must not stop a copy
             log.exception("a copy progress listener failed")
-
-
-class _EarlyCheck:
-    """Hashes on the target each file that has arrived while the next ones are still on the wire.
-
-    rsync writes a file under a temporary name and renames it when it is whole,
-    so a file under its own name with its manifest size has landed. The final
-    check then hashes only what this one has not (the agent's cache keys on size,
-    mtime and inode, so a file rsync replaced afterwards is hashed again).
-    """
-
-    EVERY_S = 1.0
-
-    def __init__(self, copy: ModelCopy, plan: _Plan, target: str, files: list[str]):
-        self.copy, self.plan, self.target = copy, plan, target
-        self.todo = [f for f in plan.manifest if f.path in set(files)]
-        self.ok: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"model-check:{target}", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> list[str]:
-        self._stop.set()
-        self._thread.join(60)
-        return list(self.ok)
-
-    def _run(self) -> None:
-        while len(self.todo) > 1 and not self._stop.wait(self.EVERY_S):
-            request = VerifyRequest(name=self.plan.name, files=self.todo[:-1], staging=True)
-            try:
-                verdict = self.copy.nodes.call(self.target, lambda c: c.verify_model(request))
-            except SparkSyncError as exc:
-                log.debug("early check on %s: %s", self.target, exc)
-                return
-            bad = set(verdict.mismatched) | set(verdict.missing)
-            done = [f for f in self.todo[:-1] if f.path not in bad]
-            self.ok += [f.path for f in done]
-            # A wrong one is left to the final check (fresh): not hashed again every second.
-            self.todo = [f for f in self.todo if f not in done and f.path not in verdict.mismatched]
-
-
-class _Lap:
-    """Seconds since the last lap, under a step's name."""
-
-    def __init__(self, phases: dict[str, float]):
-        self.phases, self.last = phases, time.monotonic()
-
-    def __call__(self, name: str) -> None:
-        now = time.monotonic()
-        self.phases[name] = self.phases.get(name, 0.0) + now - self.last
-        self.last = now
-
-
-class _Clock:
-    """Bytes, rate and ETA of one target's transfer."""
-
-    def __init__(self, node: str, source: str, route: str, total: int, emit: Callable[[CopyEvent], None],
-                 phase: str = "copying"):  # fmt: skip
-        self.node, self.source, self.route, self.total, self.emit, self.phase = node, source, route, total, emit, phase
-        self.started = time.monotonic()
-        self.last_emit = 0.0
-        self.done = -1
-
-    def tick(self, done: int) -> None:
-        done = min(done, self.total)
-        now = time.monotonic()
-        if done == self.done and now - self.last_emit < 1.0:
-            return
-        self.done, self.last_emit = done, now
-        elapsed = max(now - self.started, 1e-6)
-        rate = done / elapsed if done else None
-        eta = (self.total - done) / rate if rate else None
-        self.emit(CopyEvent(self.node, self.phase, self.source, self.route, done, self.total, rate, eta))
 
 
 def _present(listing: ModelList | SparkSyncError | None, name: str) -> ModelEntry | None:

@@ -15,6 +15,12 @@ class NoSpaceError(ModelError):
     exit_code = 41
 
 
+class CopyCancelled(ModelError):
+    """The copy was stopped (Ctrl-C): what arrived is kept for the next run."""
+
+    exit_code = 130
+
+
 class CopyFailedError(ModelError):
     """A copy ended without a verified model on some target."""
 

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from pydantic import SecretStr
 from sparksync_agent.protocol import FetchRequest, JobState, ModelJob
 
-from sparksync.core.models.copy import CopyCancelled
-from sparksync.core.models.errors import ModelError
+from sparksync.core.models.errors import CopyCancelled, ModelError
 from sparksync.core.models.nodes import ModelNodes
 
 HF_TOKEN_SECRET = "hf-token"

@@ -1,7 +1,7 @@
 """The Models tab: where each model is, fetch one on a node, copy one to nodes, delete one.
 
 A view over ``sparksync.core.models``: the matrix is ``build_matrix`` of every
-node's listing, the copy is ``ModelCopy`` (free space first, tree fan-out,
+node's listing, the copy is ``ModelCopy`` (free space first, pipelined fan-out,
 sha256 checks), the fetch is ``fetch_model`` (the node's own huggingface_hub, the
 token from the keyring). Every call runs in a worker (``Jobs``); a copy's and
 a fetch's progress come back as queued signals and move one bar per node.

@@ -118,6 +118,36 @@ def test_a_copy_is_partial_in_staging_until_verified_and_finalized(store, tmp_pa
     assert staging  # (unused name kept short)
 
 
+def test_a_push_from_staging_sends_only_received_files_of_the_named_copy(store, tmp_path):
+    from sparksync_agent.models import JobBoard
+    from sparksync_agent.protocol import PushRequest
+
+    board = JobBoard(store)
+
+    def push(files, from_staging=True) -> PushRequest:
+        return PushRequest(name="org/m", host="10.0.0.2", user="u", staging="/s", files=files,
+                           from_staging=from_staging)  # fmt: skip
+
+    with pytest.raises(ModelError) as refused:
+        board._push_source(push(["a.safetensors"]))
+    assert (refused.value.status, refused.value.code) == (404, "no_staging")  # nothing received: nothing to send
+    reply = store.receive(ReceiveRequest(name="org/m", size_bytes=100))
+    staging = tmp_path / reply.staging
+    (staging / "a.safetensors").write_bytes(b"x" * 10)
+    (tmp_path / "secret").write_text("not a model's")
+    (staging / "link.safetensors").symlink_to(tmp_path / "secret")
+    (staging / "sub").mkdir()
+    directory, sizes = board._push_source(push(["a.safetensors"]))
+    assert directory == store.staging_of("org/m") and sizes == {"a.safetensors": 10}
+    for bad in (["link.safetensors"], ["../../secret"], ["/etc/passwd"], ["sub"], ["not-there"], []):
+        with pytest.raises(ModelError) as refused:
+            board._push_source(push(bad))
+        assert refused.value.status == 400, bad
+    with pytest.raises(ModelError) as refused:  # the present copy is what a plain push sends: none here
+        board._push_source(push(["a.safetensors"], from_staging=False))
+    assert refused.value.status == 404
+
+
 def test_receive_refuses_with_the_numbers_when_the_copy_will_not_fit(store):
     with pytest.raises(ModelError) as refused:
         store.receive(ReceiveRequest(name="huge", size_bytes=1 << 60))
