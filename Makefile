@@ -34,8 +34,13 @@ lint: setup
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/mypy
 
+# Two workers, each taking whole test files (--dist loadfile: a file's module- and session-scoped
+# labs are built once). Most of the suite waits on sshd, agents and engines in the lab, so two
+# workers take well under half the time of one, even on two cores. TEST_WORKERS=0 runs it serially.
+TEST_WORKERS ?= 2
+
 test: lint setup system-deps engines
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not perf" $(PYTEST_ARGS)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not perf" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 perf: setup system-deps engines
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m perf -s -p no:randomly tests/perf $(PYTEST_ARGS)
