@@ -31,7 +31,10 @@ class FakeSettings:
     n_ctx: int | None = 2048
     n_vocab: int | None = None
     token_delay_s: float = 0.001
-    prefill_delay_s: float = 0.002
+    # llama-benchy takes its network latency from the model list's round trip and subtracts it
+    # from the first token's time; on a loaded machine that round trip reaches several ms, so a
+    # faster "prefill" would leave no prefill speed to measure.
+    prefill_delay_s: float = 0.02
     speculative: str = "none"
     with_props: bool = True
     with_usage: bool = True

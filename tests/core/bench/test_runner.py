@@ -167,8 +167,8 @@ def test_a_failing_progress_view_does_not_stop_the_benchmark(fake_server, tokeni
     def broken(progress):
         raise RuntimeError("the view is broken")
 
-    runner = BenchRunner(request(fake_server, tokenizer_json, TINY), on_progress=broken)
-    assert runner.run().status == "complete"
+    outcome = BenchRunner(request(fake_server, tokenizer_json, TINY), on_progress=broken).run()
+    assert outcome.status == "complete", outcome.error
 
 
 def test_another_llama_benchy_version_is_refused(monkeypatch, fake_server, tokenizer_json):

@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.engine]
 
 @pytest.fixture(scope="module")
 def server(llama_binaries, tiny_model, tmp_path_factory):  # noqa: F811
-    with replicas(llama_binaries, tiny_model, tmp_path_factory.mktemp("chat-logs"), 1) as (engine,):
+    with replicas(llama_binaries, tiny_model, tmp_path_factory.mktemp("chat-logs"), 1, ignore_eos=True) as (engine,):
         yield engine
 
 
