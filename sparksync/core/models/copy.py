@@ -376,7 +376,8 @@ class ModelCopy:
             log.debug("%s → %s: %s%s", source, route.host, ", ".join(batch.files),
                       " (from staging)" if batch.from_staging else "")  # fmt: skip
             moved.add(literal, sum(sizes[f] for f in batch.files), batch.files if batch.from_staging else [])
-            todo = [f for f in todo if f not in set(batch.files)]
+            sent = set(batch.files)
+            todo = [f for f in todo if f not in sent]
         clock.tick(clock.total)
         return moved
 

@@ -58,3 +58,9 @@ def make_fake(served_tokenizer):
     yield make
     for server in started:
         server.__exit__(None, None, None)
+
+
+def second_test_began(progress, label: str) -> bool:
+    """Whether llama-benchy has begun the test ``label``, so the one before it is recorded; a count of
+    finished requests can be reached a moment before llama-benchy records the test they belong to."""
+    return (progress.current_test or "").startswith(label)

@@ -33,6 +33,7 @@ from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE, PromptServer
 from sparksync.core.bench.recording import inference_record, store
 from sparksync.core.bench.results import measured_rows
 from sparksync.core.bench.runner import BenchRequest, BenchRunner
+from tests.core.bench.fixtures import second_test_began
 from tests.engines.engine_procs import free_port, running, wait_http_ready
 from tests.engines.tinymodel import train_tokenizer
 
@@ -157,12 +158,6 @@ def test_a_profile_larger_than_the_context_is_refused(server, tiny_model):
     # The published profile (8,192 + 256 tokens) does not fit either, and says so before measuring.
     done = sparksync_cli(*run_args(server, tiny_model))
     assert done.returncode == 35 and "prompt 8192 + generated 256" in done.stderr
-
-
-def second_test_began(progress, label: str) -> bool:
-    """Whether llama-benchy has begun the test ``label``, so the one before it is recorded; a count of
-    finished requests can be reached a moment before llama-benchy records the test they belong to."""
-    return (progress.current_test or "").startswith(label)
 
 
 def test_cancel_halfway_keeps_the_finished_test_marked_partial(server, tiny_model):

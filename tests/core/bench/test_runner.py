@@ -20,6 +20,7 @@ from sparksync.core.bench.profile import BenchProfile
 from sparksync.core.bench.prompt_source import DEFAULT_PROMPT_FILE
 from sparksync.core.bench.results import measured_rows, summarize
 from sparksync.core.bench.runner import BenchRequest, BenchRunner
+from tests.core.bench.fixtures import second_test_began
 
 pytestmark = pytest.mark.slow
 
@@ -127,9 +128,7 @@ def test_ctrl_c_in_the_caller_stops_llama_benchy_cleanly(make_fake, tokenizer_js
     pressed = []
 
     def interrupt(progress):
-        # Pressed once the second test has begun, so the first one has surely ended: a count of
-        # finished requests can be reached a moment before llama-benchy records the test.
-        if (progress.current_test or "").startswith("pp128 tg32") and not pressed:
+        if second_test_began(progress, "pp128 tg32") and not pressed:
             pressed.append(True)
             raise KeyboardInterrupt  # what a terminal's Ctrl-C raises in the CLI's main thread
 
