@@ -881,9 +881,10 @@ class MainWindow(QMainWindow):
         if self._closing:
             return
         flat = " ".join(message.split())  # an agent's log tail must not break the bar into lines
-        self.statusBar().showMessage(f"Error: {flat}")
+        # The lasting mark first, so whoever hears the bar change finds the problem already shown.
         self.problem.setText(f"⚠ {_shorten(flat)}")
         self.problem.setToolTip(message)
+        self.statusBar().showMessage(f"Error: {flat}")
 
     def _on_history_error_raised(self, message: str) -> None:
         log.warning("%s", message)
