@@ -149,17 +149,19 @@ class SshLink(AgentLink):
 
     def _port_open(self, port: int) -> bool:
         """Whether something on the node accepts connections on its loopback ``port``."""
-        # As short as a request: on a link that died unnoticed this must not hang for long.
-        wait = min(self.ssh_timeout, self.agent_timeout)
+        # The SSH wait, not a request's: on a busy node sshd's answer can take longer than the
+        # agent is given, and a refused connect comes back at once on a live link anyway. A link
+        # that died unnoticed is cut by its keepalive well before this runs out.
         try:
-            transport = self.transports.get(self.name, wait)
+            transport = self.transports.get(self.name, self.ssh_timeout)
             channel = transport.open_channel(
-                "direct-tcpip", ("127.0.0.1", port), ("127.0.0.1", 0), timeout=wait
+                "direct-tcpip", ("127.0.0.1", port), ("127.0.0.1", 0), timeout=self.ssh_timeout
             )
         except paramiko.ChannelException:
             return False  # the node's sshd could not connect: nobody listens there
-        except (SparkSyncError, paramiko.SSHException, OSError, EOFError):
-            return True  # cannot tell; do not claim the agent is down
+        except (SparkSyncError, paramiko.SSHException, OSError, EOFError) as exc:
+            log.info("node %s: cannot tell whether port %d is open (%s)", self.name, port, exc)
+            return True  # do not claim the agent is down
         channel.close()
         return True
 
