@@ -152,7 +152,7 @@ class MainWindow(QMainWindow):
         self.jobs = Jobs(self)
         self.model = DashboardModel()
         self.dashboard = DashboardView(
-            self.model, self, window_s=self.settings.window_s, memory_unit=self.settings.memory_unit
+            self.model, self, window_s=self.settings.window_s, memory_unit=self.settings.memory_unit, plots_later=True
         )
         self.cards = {name: NodeCard(name) for name in self.nodes}
         self.card = self.cards[self.node] if self.node is not None else None

@@ -104,3 +104,27 @@ def test_the_app_reaches_this_computer_and_the_paired_nodes_through_one_fleet(ho
     assert fleet.names() == ["this computer", "spark-a", "spark-b"]  # this computer beside the cluster
     assert fleet.cluster() == ["spark-a", "spark-b"]  # which the cluster's figures count
     actions.close()
+
+
+_PAINT_PROBE = """
+import sys
+import sparksync.gui.app as app
+shown = app._print_mark
+def mark(what):
+    shown(what)
+    print(what, "pyqtgraph" in sys.modules, flush=True)
+app._print_mark = mark
+sys.exit(app.main([]))
+"""
+
+
+def test_the_window_paints_before_pyqtgraph_is_imported_and_the_plots_follow(tmp_path):
+    # pyqtgraph's import and the eight plots cost more than the rest of the first screen: the
+    # window paints first, then the dashboard builds its plots and every shown one paints.
+    env = {**headless_env(tmp_path), "QT_QPA_PLATFORM": "offscreen", "SPARKSYNC_GUI_EXIT_AFTER_FIRST_PAINT": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _PAINT_PROBE], env=env, capture_output=True, text=True, timeout=90, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    probed = [line.split() for line in done.stdout.splitlines() if line.split()[-1] in ("True", "False")]
+    assert probed == [["first-paint", "False"], ["plots-painted", "True"]]

@@ -70,6 +70,14 @@ def test_only_the_dashboard_and_the_nodes_are_built_before_the_first_paint(qtbot
     assert [win.tabs.widget(i) for i in range(win.tabs.count())] == [getattr(win, name) for name in TABS.values()]
 
 
+def test_the_dashboard_builds_its_plots_once_it_has_painted(qtbot, window_for):
+    win = window_for()
+    assert not win.dashboard.plots_ready  # shown, not yet painted
+    with qtbot.waitSignal(win.dashboard.plots_shown, timeout=20_000):
+        pass  # the first paint, the plots built, each shown plot painted
+    assert [key for key, plot in win.dashboard.plots.items() if not plot.isHidden()]  # the placeholders at least
+
+
 def test_closing_with_a_tray_hides_says_so_once_and_quit_ends(qtbot, window_for):
     win = window_for(tray=True)
     shown = []

@@ -4,8 +4,8 @@ Stalls: 8 simulated nodes stream 6 series each at 10 Hz (480 values a
 second) into the dashboard showing a 10-minute window, already full. A 5 ms
 heartbeat timer on the GUI thread records how late it fires: that lateness
 is the event loop's stall. Alongside: the CPU the GUI process used (as % of
-one core) and its RSS over the run. Targets (issue 4): stall p99 <= 16 ms,
-CPU <= 25% of a core, memory flat. Anchor, same load in the same run: a
+one core) and its RSS over the run. Targets (issues 4, 19): stall p99 <= 16 ms,
+max <= 30 ms, CPU <= 20% of a core, memory flat. Anchor, same load in the same run: a
 naive dashboard that appends to Python lists and calls setData with the
 whole lists on every tick.
 
@@ -15,8 +15,9 @@ the top causes by the stall time they account for (that run is slowed by
 the sampling, so its figures are not the measured ones).
 
 Start-up: ``python -m sparksync.gui.app`` from spawn to its first painted
-window (target <= 1.5 s), against a bare PySide6 QWidget app started the
-same way.
+window (targets <= 1.5 s, and <= 2.5 x the anchor: a bare PySide6 QWidget app
+started the same way). The dashboard's plots are built after that first paint;
+the time until every plot has painted is reported beside it.
 
 Durations: the dashboard runs 60 s x $SPARKSYNC_PERF_SCALE (the anchor a
 third of that). The issue's "memory flat over 30 min" is a soak run:
@@ -55,8 +56,10 @@ from tests.perf.settings import Durations, scale_from_env
 SOAK_ENV = "SPARKSYNC_GUI_SOAK_MIN"
 NODES, HZ, WINDOW_S = 8, 10.0, 600.0
 STALL_P99_TARGET_MS = 16.0
-CPU_TARGET_PCT = 25.0
+STALL_MAX_TARGET_MS = 30.0  # issue 19
+CPU_TARGET_PCT = 20.0  # issue 19 (issue 4 asked 25 %)
 STARTUP_TARGET_S = 1.5
+STARTUP_RATIO_TARGET = 2.5  # issue 19: first paint within 2.5 x a bare PySide6 window's
 STARTUP_RUNS = 5
 # Flat: after the warm-up nothing should grow but allocator steps; 1 MB/min is 60 MB an hour.
 RSS_SLOPE_LIMIT_MB_PER_MIN = 1.0
@@ -260,6 +263,8 @@ def test_dashboard_stalls_cpu_and_memory(qtbot, durations, perf_out):
     expected = NODES * HZ * ours.seconds
     report.check("stall p99", ours.stalls["p99_ms"] <= STALL_P99_TARGET_MS,
                  f"{ours.stalls['p99_ms']:.1f} ms <= {STALL_P99_TARGET_MS:g} ms")  # fmt: skip
+    report.check("stall max", ours.stalls["max_ms"] <= STALL_MAX_TARGET_MS,
+                 f"{ours.stalls['max_ms']:.1f} ms <= {STALL_MAX_TARGET_MS:g} ms")  # fmt: skip
     report.check("CPU", ours.cpu.percent_of_core <= CPU_TARGET_PCT,
                  f"{ours.cpu.percent_of_core:.1f}% <= {CPU_TARGET_PCT:g}% of one core")  # fmt: skip
     report.check("memory flat", ours.rss_slope_mb_per_min <= RSS_SLOPE_LIMIT_MB_PER_MIN,
@@ -295,21 +300,23 @@ app.exec()
 """
 
 
-def _first_paint_s(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds from spawn to the first paint, the process's CPU seconds by then)."""
+def _first_paint_s(argv: list[str], env: dict[str, str]) -> tuple[float, float, float | None]:
+    """(wall seconds from spawn to the first paint, the process's CPU seconds by then, and the wall
+    seconds to every plot painted, which the app reports after its first paint; None for the bare app)."""
     started = time.time()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        line = proc.stdout.readline()
+        marks = {line.split()[0]: line.split()[1:] for line in proc.stdout if line.strip()}
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    if not line.startswith("first-paint "):
+    if "first-paint" not in marks:
         raise AssertionError(f"{argv[:3]} never reported its first paint (exit code {proc.returncode})")
-    _, at, cpu = line.split()
-    return float(at) - started, float(cpu)
+    at, cpu = marks["first-paint"]
+    plots = float(marks["plots-painted"][0]) - started if "plots-painted" in marks else None
+    return float(at) - started, float(cpu), plots
 
 
 def test_startup_to_first_paint(tmp_path, perf_out):
@@ -320,8 +327,11 @@ def test_startup_to_first_paint(tmp_path, perf_out):
         env["SPARKSYNC_HOME"] = str(Path(tmp_path) / f"home-{run}")
         app_runs.append(_first_paint_s([sys.executable, "-m", "sparksync.gui.app"], env))
         bare_runs.append(_first_paint_s([sys.executable, "-c", BARE_APP], env))
-    app, bare = [w for w, _ in app_runs], [w for w, _ in bare_runs]
-    app_cpu, bare_cpu = [c for _, c in app_runs], [c for _, c in bare_runs]
+    app, bare = [w for w, _, _ in app_runs], [w for w, _, _ in bare_runs]
+    app_cpu, bare_cpu = [c for _, c, _ in app_runs], [c for _, c, _ in bare_runs]
+    plots = [p for _, _, p in app_runs]
+    if None in plots:
+        raise AssertionError("the app closed without reporting its plots painted")
     report = Report("gui_startup")
     report.note(f"{STARTUP_RUNS} runs each, QT_QPA_PLATFORM={env['QT_QPA_PLATFORM']}")
     report.figure(
@@ -332,11 +342,17 @@ def test_startup_to_first_paint(tmp_path, perf_out):
         "bare_first_paint_median_s", statistics.median(bare), "bare PySide6 QWidget: median (anchor)", "s"
     )
     report.figure("ratio", statistics.median(app) / statistics.median(bare), "app / anchor", "x")
+    report.figure(
+        "app_plots_painted_median_s", statistics.median(plots), "sparksync-gui: spawn to every plot painted", "s"
+    )
     # On a shared machine the wall clock carries the neighbours' load; the CPU seconds do not.
     report.figure("app_first_paint_cpu_s", statistics.median(app_cpu), "sparksync-gui: CPU by first paint, median", "s")
     report.figure("bare_first_paint_cpu_s", statistics.median(bare_cpu), "bare PySide6 QWidget: CPU (anchor)", "s")
     report.figure("cpu_ratio", statistics.median(app_cpu) / statistics.median(bare_cpu), "app / anchor, CPU", "x")
     report.check("start-up", statistics.median(app) <= STARTUP_TARGET_S,
                  f"median {statistics.median(app):.2f} s <= {STARTUP_TARGET_S:g} s")  # fmt: skip
+    ratio = statistics.median(app) / statistics.median(bare)
+    report.check("start-up against a bare window", ratio <= STARTUP_RATIO_TARGET,
+                 f"{ratio:.1f} x <= {STARTUP_RATIO_TARGET:g} x")  # fmt: skip
     report.publish(perf_out)
     assert_targets(report)

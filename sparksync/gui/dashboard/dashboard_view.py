@@ -23,8 +23,9 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QComboBox,
@@ -53,12 +54,14 @@ from sparksync.core.telemetry import (
 )
 from sparksync.core.base import DEFAULT_MEMORY_UNIT, MemoryUnit, format_bytes, format_memory, format_value
 from sparksync.gui.dashboard.background import BackgroundJobs
-from sparksync.gui.dashboard.dashboard_plot import DashboardPlot
 from sparksync.gui.dashboard.hover_readout import HoverReadout
 from sparksync.gui.dashboard.palette import CLUSTER_COLOUR, node_colour, pen, shade
 from sparksync.gui.dashboard.plot_specs import ORDER, plot_specs, utilisation_title
 from sparksync.gui.dashboard.series_toggles import SeriesToggles
 from sparksync.gui.dashboard.window_picker import DEFAULT_WINDOW_S, WindowPicker
+
+if TYPE_CHECKING:  # pyqtgraph (under DashboardPlot) is imported when the plots are built
+    from sparksync.gui.dashboard.dashboard_plot import DashboardPlot
 
 REDRAW_HZ = 30
 MAX_FRAME_INTERVAL_S = 0.5  # even a 1-hour view shows new data within half a second
@@ -73,6 +76,8 @@ class DashboardView(QWidget):
     status_message = Signal(str)  # news for the window's status bar
     memory_unit_changed = Signal(object)  # MemoryUnit: other views name memory the same way
     error_raised = Signal(str)
+    plots_built = Signal()  # the plots exist (at once, or after the first paint with ``plots_later``)
+    plots_shown = Signal()  # every plot on screen has painted once since they were built
 
     def __init__(
         self,
@@ -81,7 +86,15 @@ class DashboardView(QWidget):
         *,
         window_s: float = DEFAULT_WINDOW_S,
         memory_unit: MemoryUnit = DEFAULT_MEMORY_UNIT,
+        plots_later: bool = False,
     ):
+        """``plots_later``: build the plots only once the dashboard has painted.
+
+        The plots are pyqtgraph's, whose import and eight plots cost the app's
+        start more than the rest of its first screen; built later, the window
+        shows at once (node cards, controls) and the plots follow a moment after,
+        before any sample could fill them.
+        """
         super().__init__(parent)
         self.model = model
         self.window_s = window_s
@@ -100,16 +113,19 @@ class DashboardView(QWidget):
         self.jobs = BackgroundJobs(self)
         self.jobs.succeeded.connect(self.status_message)
         self.jobs.failed.connect(self.error_raised)
+        self._plots: dict[str, DashboardPlot] | None = None
+        self._plots_later = plots_later
+        self._unpainted: set[QObject] = set()
         self._build()
         self._timer = QTimer(self)
         self._timer.setInterval(int(1000 / REDRAW_HZ))
         self._timer.timeout.connect(self._on_timer_timeout)
-        self._timer.start()
+        if not plots_later:
+            self.build_plots()
 
     # --- layout -------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.plots: dict[str, DashboardPlot] = {}
         self.toggles = SeriesToggles(self)
         self.toggles.changed.connect(self._on_toggles_changed)
         self.readout = HoverReadout(self._describe, self)
@@ -121,13 +137,9 @@ class DashboardView(QWidget):
         self._grid.setSpacing(4)
         for column in range(COLUMNS):
             self._grid.setColumnStretch(column, 1)
-        for key in ORDER:
-            plot = DashboardPlot(self.specs[key], self.memory_unit, self.plots_area)
-            plot.view_box.sigRangeChangedManually.connect(self._on_plot_range_changed_manually(plot))
-            plot.view_box.sigResized.connect(self._on_view_box_resized)  # every plot's ticks as the narrowest's
-            self.readout.attach(plot)
-            self.plots[key] = plot
-            plot.set_placeholder(self.specs[key].placeholder)
+        self._loading = QLabel("Preparing the plots…", self.plots_area)
+        self._loading.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._grid.addWidget(self._loading, 0, 0, 1, COLUMNS)
         self.side_panel = self._side_panel()
         right = self._right = QVBoxLayout()
         right.addLayout(self._controls())
@@ -137,7 +149,56 @@ class DashboardView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.side_panel)
         layout.addLayout(right, stretch=1)
+
+    @property
+    def plots_ready(self) -> bool:
+        return self._plots is not None
+
+    @property
+    def plots(self) -> dict[str, DashboardPlot]:
+        """The plots by key (built now if they were left for after the first paint)."""
+        if self._plots is None:
+            self.build_plots()
+        assert self._plots is not None
+        return self._plots
+
+    def build_plots(self) -> None:
+        """Make the plots, lay them out and start redrawing (once; later calls do nothing)."""
+        if self._plots is not None:
+            return
+        from sparksync.gui.dashboard.dashboard_plot import DashboardPlot
+
+        self._plots = {}
+        for key in ORDER:
+            plot = DashboardPlot(self.specs[key], self.memory_unit, self.plots_area)
+            plot.view_box.sigRangeChangedManually.connect(self._on_plot_range_changed_manually(plot))
+            plot.view_box.sigResized.connect(self._on_view_box_resized)  # every plot's ticks as the narrowest's
+            self.readout.attach(plot)
+            self._plots[key] = plot
+            plot.set_placeholder(self.specs[key].placeholder)
+        self._grid.removeWidget(self._loading)
+        self._loading.deleteLater()
         self._reflow()
+        self._invalidate()  # samples that came meanwhile are drawn on the first tick
+        self._timer.start()
+        self._unpainted = {plot.viewport() for plot in self._plots.values() if not plot.isHidden()}
+        for viewport in self._unpainted:  # a plot is a QGraphicsView: its viewport is what paints
+            viewport.installEventFilter(self)
+        self.plots_built.emit()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        if event.type() == QEvent.Type.Paint and watched in self._unpainted:
+            watched.removeEventFilter(self)
+            self._unpainted.discard(watched)
+            if not self._unpainted:
+                QTimer.singleShot(0, self.plots_shown.emit)  # after this paint pass, not inside it
+        return False
+
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().paintEvent(event)
+        if self._plots is None and self._plots_later:
+            self._plots_later = False  # ask once
+            QTimer.singleShot(0, self.build_plots)  # after this paint pass, not inside it
 
     def _side_panel(self) -> QScrollArea:
         inner = QWidget()
@@ -276,7 +337,7 @@ class DashboardView(QWidget):
         super().showEvent(event)
         # Back on screen: draw the whole frame before the first paint, not one plot per tick,
         # so no plot is seen stale while the others catch up.
-        if self._paused:
+        if self._paused or self._plots is None:
             return
         if self.model.version != self._seen_version:
             self._start_frame()

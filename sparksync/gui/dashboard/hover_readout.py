@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QSizePolicy, QWidget
 
-import pyqtgraph as pg
-from sparksync.gui.dashboard.dashboard_plot import DashboardPlot
+if TYPE_CHECKING:  # pyqtgraph is imported once the plots are built, not with the window
+    import pyqtgraph as pg
+
+    from sparksync.gui.dashboard.dashboard_plot import DashboardPlot
 
 MOUSE_RATE_HZ = 30
 MAX_LINES = 8
 IDLE_TEXT = "Hover over a plot for values"
 
 # (plot, time) -> one line per curve, e.g. "spark-1 memory used: 42.1 GB"
-Describe = Callable[[DashboardPlot, float], list[str]]
+Describe = Callable[["DashboardPlot", float], list[str]]
 
 
 class HoverReadout(QLabel):
@@ -36,6 +39,8 @@ class HoverReadout(QLabel):
         self._proxies: list[pg.SignalProxy] = []
 
     def attach(self, plot: DashboardPlot) -> None:
+        import pyqtgraph as pg
+
         self._plots.append(plot)
         proxy = pg.SignalProxy(
             plot.scene().sigMouseMoved, rateLimit=MOUSE_RATE_HZ, slot=self._on_mouse_moved(plot)

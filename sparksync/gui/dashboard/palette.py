@@ -10,8 +10,6 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
-import pyqtgraph as pg
-
 # Distinct on a dark background and for the common colour-vision deficiencies (Okabe-Ito based).
 NODE_COLOURS = ("#56b4e9", "#e69f00", "#009e73", "#f0e442", "#cc79a7", "#d55e00", "#0072b2", "#bbbbbb")
 CLUSTER_COLOUR = "#ffffff"
@@ -35,5 +33,7 @@ def shade(colour: QColor, instance_index: int) -> QColor:
 
 
 def pen(colour: QColor, style: str, width: float = 1.0):
+    import pyqtgraph as pg  # here, not at the top: the window's first paint needs no pyqtgraph
+
     # Width 1: Qt's raster engine draws wider lines about three times slower.
     return pg.mkPen(colour, width=width, style=_STYLES[style])
