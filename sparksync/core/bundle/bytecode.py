@@ -50,6 +50,7 @@ STARTUP_MODULES = (
     "uvicorn.protocols.http.auto",
     "uvicorn.protocols.http.httptools_impl",
     "uvicorn.protocols.websockets.auto",
+    "fastapi.telemetry._runtime",
     "pynvml",
 )
 # Imports each start-up module it can and prints the names of every module loaded from a .py file.
