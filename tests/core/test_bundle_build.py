@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+import zipfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from sparksync.core.bundle import (
     verify_bundle,
 )
 from sparksync.core.bundle.archive import unpack
+from sparksync.core.bundle.bytecode import BYTECODE_DISTRIBUTION, builds_for
 from sparksync.core.bundle.install import pip_install_command
 from sparksync.core.bundle.platforms import host_target
 from sparksync_agent.protocol import AGENT_VERSION, PROTOCOL_VERSION
@@ -79,6 +81,9 @@ def test_aarch64_bundle_holds_only_wheels_that_run_on_a_spark(aarch64_bundle):
     assert {"pydantic-core", "psutil", "zeroconf"} <= native
     assert any(n.startswith("psutil-") and "-abi3-" in n for n in names)
     assert AGENT_WHEEL in names and any(n.startswith("nvidia_ml_py-") for n in names)
+    # Start-up bytecode only where this Python is the target's (bytecode is per Python minor version).
+    bytecode = [n for n in names if n.startswith(f"{BYTECODE_DISTRIBUTION}-")]
+    assert bytecode == ([f"{BYTECODE_DISTRIBUTION}-{AGENT_VERSION}-cp312-none-any.whl"] if builds_for("3.12") else [])
 
 
 def test_aarch64_manifest_describes_the_bundle(aarch64_bundle):
@@ -124,6 +129,22 @@ def test_the_wheels_a_spark_installs_are_exactly_what_pip_resolves_from_the_bund
     assert pip_wheel(manifest) is None  # and pip no longer does
 
 
+def shipped_bytecode(folder: Path, manifest) -> set[str]:
+    """The .pyc paths (relative to site-packages) in the bundle's bytecode wheel."""
+    wheel = next(f.name for f in manifest.files if f.name.startswith(f"{BYTECODE_DISTRIBUTION}-"))
+    with zipfile.ZipFile(folder / wheel) as archive:
+        return {name for name in archive.namelist() if name.endswith(".pyc")}
+
+
+def checked_hash_pyc(path: Path) -> bool:
+    """PEP 552 flags: hash-based (1) and checked against the source (2)."""
+    return int.from_bytes(path.read_bytes()[4:8], "little") == 3
+
+
+def source_of(pyc: Path) -> Path:
+    return pyc.parent.parent / (pyc.name.split(".")[0] + ".py")
+
+
 def installed(venv: Path) -> tuple[list[list[str]], list[str]]:
     """The distributions [name, version] in ``venv`` and the scripts in its bin folder."""
     listing = (
@@ -148,13 +169,30 @@ def test_host_bundle_installs_offline_into_a_fresh_venv_as_pip_would_and_the_age
     assert install[1:3] == ["-I", "-c"]  # the bundle's installer, not pip
     done = subprocess.run(install, capture_output=True, text=True, env=clean_pip_env(), timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "RuntimeWarning" not in done.stderr, done.stderr
+    # Nothing byte-compiled at install: the only bytecode is what the agent imports at start, compiled
+    # when the bundle was built (this Python is the host target's), checked against its source by hash.
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-I", "-c", purelib],
+                               capture_output=True, text=True, check=True, timeout=60).stdout.strip())  # fmt: skip
+    shipped = shipped_bytecode(folder, manifest)
+    assert f"sparksync_agent/__pycache__/daemon.{sys.implementation.cache_tag}.pyc" in shipped
+    assert f"fastapi/__pycache__/applications.{sys.implementation.cache_tag}.pyc" in shipped
+    found = {str(p.relative_to(site)): p for p in venv.rglob("*.pyc")}
+    assert set(found) == shipped
+    assert all(checked_hash_pyc(path) and source_of(path).is_file() for path in found.values())
+    # The agent's start uses them: importing its server writes none of them again.
+    before = {name: path.stat().st_ino for name, path in found.items()}
+    env = {k: v for k, v in clean_pip_env().items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run([str(venv / "bin" / "python"), "-c", "import sparksync_agent.daemon, sparksync_agent.runtime"],
+                   check=True, timeout=120, env=env)  # fmt: skip
+    assert {name: found[name].stat().st_ino for name in found} == before
     version = subprocess.run([str(venv / "bin" / "sparksync-agent"), "version"],
                              capture_output=True, text=True, timeout=60)  # fmt: skip
     assert version.returncode == 0, version.stderr
     assert version.stdout.strip() == f"sparksync-agent {AGENT_VERSION} (protocol {PROTOCOL_VERSION})"
     gpu_extra = subprocess.run([str(venv / "bin" / "python"), "-c", "import pynvml"], timeout=60)
     assert gpu_extra.returncode == 0  # nvidia-ml-py came with the bundle
-    assert not list(venv.rglob("*.pyc"))  # nothing byte-compiled at install (the agent's start does it)
     # The same distributions and console scripts as pip installing the same requirement from the folder.
     by_pip = tmp_path / "by-pip"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(by_pip)], check=True, timeout=300)

@@ -20,6 +20,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from sparksync.core.bundle.archive import pack
+from sparksync.core.bundle.bytecode import make_bytecode_wheel
 from sparksync.core.bundle.completeness import resolve
 from sparksync.core.bundle.errors import BundleBuildError
 from sparksync.core.bundle.install import INSTALLER_DISTRIBUTIONS
@@ -64,6 +65,7 @@ def build_bundle(
         say(f"downloading the agent's dependencies for {target.describe()}")
         check_index_reachable(f"downloading wheels for {target.describe()}")  # seconds, not minutes, offline
         installs = download_wheels(target, agent, wheels)
+        make_bytecode_wheel(target.python, wheels, installs)  # only where this is the target's Python
         staged = work / final.name
         pack(staged, make_manifest(target, agent.name, wheels, installs), wheels)
         # Never publish a bundle that a node would then reject.

@@ -20,8 +20,9 @@ bundle's own pip wheel when it has one, else with ensurepip's.
 
 from __future__ import annotations
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
+from sparksync.core.bundle.bytecode import BYTECODE_DISTRIBUTION
 from sparksync.core.bundle.manifest import BundleManifest
 
 PIP_DISTRIBUTION = "pip"
@@ -33,10 +34,13 @@ INSTALLER_DISTRIBUTIONS = (INSTALLER_DISTRIBUTION, TAGS_DISTRIBUTION)
 # Runs on the node as ``<venv>/bin/python -I -c WHEEL_INSTALLER <bundle dir> <installer.whl>
 # <packaging.whl> <wheel>...``, with the standard library and those two wheels only. Every wheel's
 # tags are checked against the node's interpreter before anything is written, so a wheel that does
-# not fit is refused with its name and nothing is half installed. No bytecode: Python compiles
-# (and caches) what the agent imports as it starts; the rest it never imports.
+# not fit is refused with its name and nothing is half installed. No bytecode compiled here: the
+# bundle's bytecode wheel (bytecode.py), when it has one, holds what the agent imports at start,
+# compiled once when the bundle was built; its .pyc files are put beside the installed sources
+# (PyPA's installer refuses __pycache__ files in a wheel) and it is no distribution of its own.
+# Python compiles whatever else the agent imports, and never the rest.
 WHEEL_INSTALLER = r"""
-import os, sys, sysconfig
+import os, sys, sysconfig, zipfile
 folder, tools, wheels = sys.argv[1], sys.argv[2:4], sys.argv[4:]
 sys.path[:0] = [os.path.join(folder, tool) for tool in tools]
 from installer import install
@@ -51,13 +55,22 @@ if unfit:
     sys.exit("refusing to install: %s does not run on this node (Python %d.%d, %s; it accepts e.g. %s)"
              % (", ".join(unfit), *sys.version_info[:2], os.uname().machine, next(iter(sys_tags()))))
 paths = sysconfig.get_paths()
+bytecode = [w for w in wheels if w.startswith("@BYTECODE@-")]
 for wheel in wheels:
+    if wheel in bytecode:
+        continue
     with WheelFile.open(os.path.join(folder, wheel)) as source:
         scheme = {**paths, "headers": os.path.join(paths["include"], source.distribution)}
         destination = SchemeDictionaryDestination(
             scheme, interpreter=sys.executable, script_kind="posix", bytecode_optimization_levels=())
         install(source, destination, {"INSTALLER": b"sparksync\n"})
-"""
+for wheel in bytecode:
+    with zipfile.ZipFile(os.path.join(folder, wheel)) as archive:
+        for member in archive.namelist():
+            parts = member.split("/")
+            if member.endswith(".pyc") and len(parts) >= 2 and parts[-2] == "__pycache__" and ".." not in parts:
+                archive.extract(member, paths["purelib"])
+""".replace("@BYTECODE@", BYTECODE_DISTRIBUTION)
 
 
 def _wheel_of(manifest: BundleManifest, distribution: str) -> str | None:
@@ -96,7 +109,9 @@ def install_command(python: str, bundle_dir: str, manifest: BundleManifest) -> l
     tools = installer_wheels(manifest)
     if tools is not None and manifest.installs is not None:
         # -I: the node user's PYTHONPATH and user site stay out; only the bundle's wheels count.
-        return [python, "-I", "-c", WHEEL_INSTALLER, bundle_dir, *tools, *manifest.installs]
+        bytecode = _wheel_of(manifest, canonicalize_name(BYTECODE_DISTRIBUTION))
+        extra = [bytecode] if bytecode is not None else []
+        return [python, "-I", "-c", WHEEL_INSTALLER, bundle_dir, *tools, *manifest.installs, *extra]
     return pip_install_command(python, bundle_dir, manifest)
 
 

@@ -29,8 +29,9 @@ echo "home=$HOME"
 echo "user=$(id -un)"
 if py=$(command -v python3 2>/dev/null); then
   echo "python=$py"
-  "$py" -c 'import sys; print("python_version=%d.%d.%d" % sys.version_info[:3])' 2>/dev/null
-  if "$py" -c 'import venv, ensurepip' >/dev/null 2>&1; then echo venv=yes; else echo venv=no; fi
+  # One interpreter start for both: its version, then whether it can make venvs.
+  "$py" -c 'import sys; print("python_version=%d.%d.%d" % sys.version_info[:3], flush=True)
+import venv, ensurepip; print("venv=yes")' 2>/dev/null || echo venv=no
 fi
 echo "df=$(df -Pk . 2>/dev/null | tail -n 1)"
 echo "current=$(readlink "$1" 2>/dev/null)"
