@@ -7,7 +7,8 @@ the time each collection takes.
 At 10 Hz each wake-up is most of what the agent costs (on a VM every one
 starts with cold caches), so a tick does all its work in one event-loop
 callback: the timer fires, the sample is collected and encoded once, and the
-waiting streams are woken in the same pass, with no task or event in between.
+listeners (the streams' direct writes, api/direct.py) and any waiting streams
+are served in the same pass, with no task or event in between.
 Housekeeping that needs a clock of about a second (the HTTP Date header, the
 parent-process watch) rides on the same tick rather than waking the agent
 on timers of its own.
