@@ -10,8 +10,8 @@ On a real node (:class:`LinkWatch`) the kernel says when a link or an
 address changes: the collector looks for such news about once a second (one
 non-blocking ``recv``) and re-reads the links only then, or every
 ``LINK_SAFETY_REFRESH_S`` in case a change went unannounced. At 10 Hz the
-blind 5-second re-read (some 70 sysfs system calls and a netlink dump each
-time) was about a twentieth of the agent's CPU.
+blind 5-second re-read (some 65 system calls each time, sysfs reads and a
+netlink dump) was about 4 % of the agent's CPU.
 
 Counter reset: on the 64-bit kernels SparkSync runs on these counters are
 64 bits wide, so a counter that goes backwards was reset (driver reload,
