@@ -15,6 +15,7 @@ import uvicorn
 
 from sparksync_agent.atomic import remove_stale_temps
 from sparksync_agent.api.app import create_app, request_stop
+from sparksync_agent.api.direct import ServerSendKeeper
 from sparksync_agent.collectors import CollectorSet
 from sparksync_agent.collectors.defaults import default_collectors
 from sparksync_agent.collectors.nodeinfo import read_node_info
@@ -144,7 +145,11 @@ def serve(options: AgentOptions) -> None:
 
     app = create_app(runtime, token, on_start=on_start, on_stop=on_stop)
     config = uvicorn.Config(
-        app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S
+        ServerSendKeeper(app),  # so the stream can write samples from the tick (api/direct.py)
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     server = server_box["server"] = _AgentServer(config, runtime)
     try:

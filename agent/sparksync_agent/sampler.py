@@ -7,7 +7,8 @@ the time each collection takes.
 At 10 Hz each wake-up is most of what the agent costs (on a VM every one
 starts with cold caches), so a tick does all its work in one event-loop
 callback: the timer fires, the sample is collected and encoded once, and the
-waiting streams are woken in the same pass, with no task or event in between.
+listeners (the streams' direct writes, api/direct.py) and any waiting streams
+are served in the same pass, with no task or event in between.
 Housekeeping that needs a clock of about a second (the HTTP Date header, the
 parent-process watch) rides on the same tick rather than waking the agent
 on timers of its own.
@@ -45,6 +46,7 @@ class Sampler:
         self._deadline = 0.0
         self._second_hooks: list[Callable[[], None]] = []
         self._hooks_at = 0.0
+        self._listeners: tuple[Callable[[int, bytes], None], ...] = ()
 
     @property
     def latest(self) -> Sample | None:
@@ -61,7 +63,10 @@ class Sampler:
         encoded = b",".join(members) + b"}"
         self.ring.append(seq, encoded)
         self._latest_json, self._latest = encoded, None
-        self.wake()
+        for listener in self._listeners:
+            listener(seq, encoded)
+        if self._waiters:
+            self.wake()
 
     def wake(self) -> None:
         """Wake every waiting stream (on a new sample, or so they see a shutdown)."""
@@ -81,6 +86,17 @@ class Sampler:
         waiter: asyncio.Future[bool] = loop.create_future()
         self._waiters.append((waiter, loop.call_later(timeout, _expire, waiter)))
         return waiter
+
+    def listen(self, on_sample: Callable[[int, bytes], None]) -> None:
+        """Call ``on_sample(seq, encoded)`` from the tick itself, right after each sample is stored.
+
+        For work that must follow every sample at no extra wake-up (the streams' direct
+        writes); it runs on the sampling clock, so it must be quick and must not raise.
+        """
+        self._listeners += (on_sample,)
+
+    def unlisten(self, on_sample: Callable[[int, bytes], None]) -> None:
+        self._listeners = tuple(x for x in self._listeners if x != on_sample)
 
     def every_second(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` from the sampling tick about once a second."""

@@ -145,3 +145,40 @@ def test_sigterm_stops_within_two_seconds_with_a_client_streaming(agent):
     assert took < 2.0, f"SIGTERM took {took:.2f} s"
     assert not (agent.state_dir / "endpoint.json").exists()
     assert list(agent.state_dir.glob(".*.tmp")) == []  # no temp file of an interrupted write either
+
+
+def test_every_sample_in_order_beside_a_lagging_client_and_one_that_leaves(agent):
+    """The tick writes to caught-up clients itself (api/direct.py); none of them may miss a sample."""
+    readers: dict[str, list[int]] = {"steady": [], "lagging": [], "leaving": []}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def read(name: str, pause_every: int = 0, leave_after: int = 0) -> None:
+        try:
+            with agent.client() as client, connect_sse(client, "GET", "/v1/telemetry/stream") as source:
+                for event in source.iter_sse():
+                    assert event.event == "sample", event.event  # a 'lost' event would mean a gap
+                    readers[name].append(Sample.model_validate_json(event.data).seq)
+                    if pause_every and len(readers[name]) % pause_every == 0:
+                        time.sleep(0.7)  # behind by several samples, caught up again later
+                    if stop.is_set() or len(readers[name]) == leave_after:
+                        return
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read, args=("steady",)),
+               threading.Thread(target=read, args=("lagging", 5)),
+               threading.Thread(target=read, args=("leaving", 0, 4))]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    time.sleep(3.0)
+    with agent.client() as client:
+        assert AgentStatus.model_validate(client.get("/v1/status").json()).stream_clients == 2  # one left
+    stop.set()
+    for thread in threads:
+        thread.join(10)
+    assert not errors, errors
+    for name, seqs in readers.items():
+        assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), (name, seqs)
+    assert len(readers["steady"]) >= 20 and len(readers["lagging"]) >= 10 and len(readers["leaving"]) == 4
+    assert "Traceback" not in agent.log()

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from sparksync_agent.api import engines, fabric, metrics, models, routes, stream, workloads
 from sparksync_agent.api.auth import BearerTokenMiddleware
+from sparksync_agent.api.direct import SampleFanout
 from sparksync_agent.api.errors import install_error_handlers
 from sparksync_agent.protocol import AGENT_VERSION, PROTOCOL_VERSION
 from sparksync_agent.runtime import AgentRuntime
@@ -54,6 +55,7 @@ def create_app(runtime: AgentRuntime, token: str, on_start: Hook | None = None, 
         redoc_url=None,
     )
     app.state.runtime = runtime
+    app.state.sample_fanout = SampleFanout(runtime.sampler)  # used where the server is uvicorn's
     app.state.metrics_registry = metrics.make_registry(runtime)
     install_error_handlers(app)
     for module in (routes, stream, metrics, workloads, engines, fabric, models):

@@ -9,7 +9,7 @@ from sparksync_agent.collectors import Collector
 from sparksync_agent.collectors.cpu import CpuCollector
 from sparksync_agent.collectors.gpu import make_gpu_collector
 from sparksync_agent.collectors.memory import MemoryCollector
-from sparksync_agent.collectors.network import NetworkCollector
+from sparksync_agent.collectors.network import LinkWatch, NetworkCollector
 from sparksync_agent.collectors.rdma import RdmaCollector
 
 
@@ -20,7 +20,8 @@ def default_collectors(
     collectors: list[Collector] = [
         MemoryCollector(proc_root),
         CpuCollector(proc_root),
-        NetworkCollector(proc_root, sys_root),
+        # The kernel's link news describes this node's own /sys, not a test's fake tree.
+        NetworkCollector(proc_root, sys_root, link_watch=LinkWatch() if sys_root == Path("/sys") else None),
         RdmaCollector(sys_root),
     ]
     gpu = make_gpu_collector(nvml)

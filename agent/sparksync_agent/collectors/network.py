@@ -6,6 +6,13 @@ cost a sysfs read or a netlink dump per interface, so they are refreshed at
 most every ``link_refresh_s`` seconds (and at once for a new interface):
 an up/down change therefore shows within that delay.
 
+On a real node (:class:`LinkWatch`) the kernel says when a link or an
+address changes: the collector looks for such news about once a second (one
+non-blocking ``recv``) and re-reads the links only then, or every
+``LINK_SAFETY_REFRESH_S`` in case a change went unannounced. At 10 Hz the
+blind 5-second re-read (some 65 system calls each time, sysfs reads and a
+netlink dump) was about 4 % of the agent's CPU.
+
 Counter reset: on the 64-bit kernels SparkSync runs on these counters are
 64 bits wide, so a counter that goes backwards was reset (driver reload,
 interface re-created) and the rate counts from 0 after the reset; it is never
@@ -53,6 +60,61 @@ _COUNTERS_JSON = (
     b'"rx_errors":%d,"rx_drops":%d,"tx_errors":%d,"tx_drops":%d}'
 )
 _INTERFACES = TypeAdapter(list[NetInterfaceSample])
+
+# rtnetlink multicast groups (linux/rtnetlink.h): link state, IPv4 and IPv6 addresses.
+_RTMGRP_LINK, _RTMGRP_IPV4_IFADDR, _RTMGRP_IPV6_IFADDR = 0x1, 0x10, 0x100
+_NETLINK_ROUTE = 0
+WATCH_EVERY_S = 1.0  # how often the watch is asked: a change shows within about a second
+LINK_SAFETY_REFRESH_S = 60.0  # with a watch, links are re-read at least this often anyway
+
+
+class LinkWatch:
+    """News from the kernel that a link or an address changed (rtnetlink multicast).
+
+    ``changed()`` drains what has arrived without blocking. When the socket
+    cannot be opened (no netlink: not Linux, a sandbox) ``available`` is False
+    and the collector falls back to re-reading on a timer.
+    """
+
+    def __init__(self) -> None:
+        self._sock: socket.socket | None = None
+        try:
+            family = socket.AF_NETLINK  # type: ignore[attr-defined,unused-ignore]  # Linux only
+            sock = socket.socket(family, socket.SOCK_RAW | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC,
+                                 _NETLINK_ROUTE)  # fmt: skip
+        except (AttributeError, OSError) as exc:
+            log.debug("no rtnetlink watch (%s); interface links are re-read on a timer", exc)
+            return
+        try:
+            sock.bind((0, _RTMGRP_LINK | _RTMGRP_IPV4_IFADDR | _RTMGRP_IPV6_IFADDR))
+        except OSError as exc:
+            sock.close()
+            log.debug("no rtnetlink watch (%s); interface links are re-read on a timer", exc)
+            return
+        self._sock = sock
+
+    @property
+    def available(self) -> bool:
+        return self._sock is not None
+
+    def changed(self) -> bool:
+        """True when the kernel announced a change since the last call (or some news was lost)."""
+        sock, news = self._sock, False
+        if sock is None:
+            return False
+        while True:
+            try:
+                sock.recv(65536)
+            except BlockingIOError:
+                return news
+            except OSError:  # ENOBUFS: announcements overflowed the socket; something changed
+                return True
+            news = True
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
 
 def classify_interface(name: str, sys_root: Path = Path("/sys")) -> InterfaceKind:
@@ -169,11 +231,14 @@ class NetworkCollector(Collector):
         sys_root: Path = Path("/sys"),
         addresses: AddressSource | None = None,
         link_refresh_s: float = 5.0,
+        link_watch: LinkWatch | None = None,
     ):
         self._dev = KernelFile(str(proc_root / "net" / "dev"))
         self._sys_root = sys_root
         self._addresses = addresses or psutil_addresses
-        self._link_refresh_s = link_refresh_s
+        self._watch = link_watch if link_watch is not None and link_watch.available else None
+        self._link_refresh_s = LINK_SAFETY_REFRESH_S if self._watch is not None else link_refresh_s
+        self._watched_at = 0.0
         self._links: dict[bytes, _Link] = {}
         self._links_at: float | None = None
         # Per interface: its line's counters text and their values, as of the previous sample.
@@ -216,10 +281,16 @@ class NetworkCollector(Collector):
 
     def close(self) -> None:
         self._dev.close()
+        if self._watch is not None:
+            self._watch.close()
 
     def _links_stale(self, now: float, lines: dict[bytes, bytes]) -> bool:
         if self._links_at is None or now - self._links_at >= self._link_refresh_s:
             return True
+        if self._watch is not None and now - self._watched_at >= WATCH_EVERY_S:
+            self._watched_at = now
+            if self._watch.changed():
+                return True
         return not lines.keys() <= self._links.keys()  # a new interface
 
     def _refresh_links(self, now: float, lines: dict[bytes, bytes]) -> None:

@@ -199,3 +199,51 @@ def test_psutil_addresses_carry_the_prefix_length():
     from sparksync_agent.collectors.network import psutil_addresses
 
     assert "127.0.0.1/8" in psutil_addresses()["lo"]
+
+
+class FakeWatch:
+    """A LinkWatch whose news the test decides."""
+
+    available = True
+
+    def __init__(self):
+        self.news = False
+        self.asked = 0
+
+    def changed(self) -> bool:
+        self.asked += 1
+        news, self.news = self.news, False
+        return news
+
+    def close(self) -> None:
+        pass
+
+
+def test_with_a_link_watch_links_are_re_read_on_the_kernels_news_not_every_five_seconds(tree, addresses):
+    tree.interface("enp1s0f0np0", speed="200000", mtu=9000)
+    tree.net_dev({"enp1s0f0np0": {}})
+    watch = FakeWatch()
+    collector = NetworkCollector(tree.proc, tree.sys, addresses=addresses, link_watch=watch)
+    assert by_name(collector.sample(0.0))["enp1s0f0np0"].mtu == 9000
+    tree.interface("enp1s0f0np0", speed="200000", mtu=1500)
+    for now in (1.0, 6.0, 30.0):  # no news: the blind 5-second re-read is gone
+        assert by_name(collector.sample(now))["enp1s0f0np0"].mtu == 9000
+    assert addresses.calls == 1
+    watch.news = True
+    collector.sample(30.5)  # asked at most about once a second
+    assert watch.news and by_name(collector.sample(31.0))["enp1s0f0np0"].mtu == 1500
+    assert addresses.calls == 2
+    tree.interface("enp1s0f0np0", speed="200000", mtu=4000)
+    assert by_name(collector.sample(91.5))["enp1s0f0np0"].mtu == 4000  # the safety re-read, news or not
+
+
+def test_without_a_working_watch_the_timer_re_reads_the_links(tree, addresses):
+    class Unavailable(FakeWatch):
+        available = False
+
+    tree.interface("enp1s0f0np0", speed="200000", mtu=9000)
+    tree.net_dev({"enp1s0f0np0": {}})
+    collector = NetworkCollector(tree.proc, tree.sys, addresses=addresses, link_watch=Unavailable())
+    collector.sample(0.0)
+    tree.interface("enp1s0f0np0", speed="200000", mtu=1500)
+    assert by_name(collector.sample(5.0))["enp1s0f0np0"].mtu == 1500
