@@ -76,7 +76,6 @@ class DashboardView(QWidget):
     status_message = Signal(str)  # news for the window's status bar
     memory_unit_changed = Signal(object)  # MemoryUnit: other views name memory the same way
     error_raised = Signal(str)
-    plots_built = Signal()  # the plots exist (at once, or after the first paint with ``plots_later``)
     plots_shown = Signal()  # every plot on screen has painted once since they were built
 
     def __init__(
@@ -184,7 +183,6 @@ class DashboardView(QWidget):
         self._unpainted = {plot.viewport() for plot in self._plots.values() if not plot.isHidden()}
         for viewport in self._unpainted:  # a plot is a QGraphicsView: its viewport is what paints
             viewport.installEventFilter(self)
-        self.plots_built.emit()
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
         if event.type() == QEvent.Type.Paint and watched in self._unpainted:
