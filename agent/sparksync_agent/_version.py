@@ -19,4 +19,7 @@ __version__ = "0.1.0"
 #      409 no_space (was 507); DELETE /v1/models/{name} never takes a name another models
 #      route serves (jobs/..., roots, receive, verify, finalize, reach).
 # 1.6: PushRequest.from_staging: a node passes on the files of a copy it is still receiving.
+#      The schema says that such a push names its files and that a file path stays inside the
+#      model's folder (a 422 when broken); a named file that is not there is a 404 no_file (was
+#      400 bad_files). No client acted on either code, so the number stays.
 PROTOCOL_VERSION = "1.6"

@@ -147,7 +147,7 @@ class JobBoard:
         files = request.files or found.files
         unknown = sorted(set(files) - set(found.files))
         if unknown:
-            raise ModelError(400, "bad_files", f"{request.name} has no file {unknown[0]!r}")
+            raise ModelError(404, "no_file", f"{request.name} has no file {unknown[0]!r}")
         return found.directory, {rel: (found.directory / rel).stat().st_size for rel in files}
 
     def _run_rsync(self, job: _Job, argv: list[str], files: list[str]) -> None:

@@ -169,7 +169,7 @@ class ModelStore:
         for rel in files:
             path = _inside(directory, rel)
             if path.is_symlink() or not path.is_file() or top not in path.resolve().parents:
-                raise ModelError(400, "bad_files", f"{rel!r} is not a received file of {name} here")
+                raise ModelError(404, "no_file", f"{rel!r} is not a received file of {name} here")
             sizes[rel] = path.stat().st_size
         return directory, sizes
 

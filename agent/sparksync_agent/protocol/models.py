@@ -18,7 +18,7 @@ import re
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from sparksync_agent.protocol.base import WireModel
 
@@ -30,6 +30,10 @@ USER_PATTERN = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$"
 REVISION_PATTERN = r"^[A-Za-z0-9._/-]{1,128}$"
 ENDPOINT_PATTERN = r"^https?://[^\s]+$"
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
+# A path inside a model's folder: '/'-separated segments, none empty, "." or "..", no NUL; so a
+# file name that /openapi.json allows can never climb out of the folder.
+_SEGMENT = r"(?:[^/.\x00][^/\x00]*|\.[^/.\x00][^/\x00]*|\.\.[^/\x00]+)"
+RELATIVE_PATH_PATTERN = rf"^{_SEGMENT}(?:/{_SEGMENT})*$"
 # A host name or an address (IPv6 with its %zone too); never one that ssh would read as an option.
 HOST_PATTERN = r"^[A-Za-z0-9_:\[][A-Za-z0-9._:%\[\]-]{0,254}$"
 # What a model root may be: absolute, or under the agent user's home.
@@ -48,6 +52,7 @@ DELETABLE_NAME_REGEX = (
 UserName = Annotated[str, Field(pattern=USER_PATTERN)]
 HostName = Annotated[str, Field(pattern=HOST_PATTERN)]
 RootPath = Annotated[str, Field(pattern=ROOT_PATTERN)]
+RelativePath = Annotated[str, Field(pattern=RELATIVE_PATH_PATTERN)]
 
 
 def _not_a_bool(value: object) -> object:
@@ -81,7 +86,7 @@ class RootKind(str, Enum):
 
 
 class ModelFile(WireModel):
-    path: str = Field(description="Relative to the model's directory, '/'-separated.")
+    path: RelativePath = Field(description="Relative to the model's directory, '/'-separated.")
     size: WireInt = Field(ge=0)
     sha256: str | None = Field(None, description="Hex; None while it is not known (a partial copy).")
 
@@ -220,7 +225,7 @@ class PushRequest(WireModel):
     port: WireInt = Field(22, ge=1, le=65535)
     user: UserName
     staging: str = Field(description="The target's staging folder (from its ReceiveReply).")
-    files: list[str] = Field([], description="Only these files (default: all).")
+    files: list[RelativePath] = Field([], description="Only these files (default: all).")
     checksum: bool = Field(False, strict=True, description="Compare contents, not size and mtime (a repair).")
     from_staging: bool = Field(
         False, strict=True, description="Send from this node's own staging folder for the model (a copy it is "
@@ -228,6 +233,19 @@ class PushRequest(WireModel):
     )
     identity_file: str | None = None
     known_hosts: str | None = None
+
+    # The rule "from_staging needs files" in the schema too, so a request that /openapi.json
+    # allows is one the agent accepts (a fuzzer holds the agent to that).
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"properties": {"from_staging": {"const": False}}},
+        {"properties": {"from_staging": {"const": True}, "files": {"minItems": 1}}, "required": ["from_staging", "files"]},
+    ]})  # fmt: skip
+
+    @model_validator(mode="after")
+    def _staging_names_files(self) -> PushRequest:
+        if self.from_staging and not self.files:
+            raise ValueError("a push from the staging folder names its files")
+        return self
 
 
 class ReachRequest(WireModel):

@@ -139,10 +139,20 @@ def test_a_push_from_staging_sends_only_received_files_of_the_named_copy(store, 
     (staging / "sub").mkdir()
     directory, sizes = board._push_source(push(["a.safetensors"]))
     assert directory == store.staging_of("org/m") and sizes == {"a.safetensors": 10}
-    for bad in (["link.safetensors"], ["../../secret"], ["/etc/passwd"], ["sub"], ["not-there"], []):
+    for absent in (["link.safetensors"], ["sub"], ["not-there"]):  # not a file rsync wrote into the copy
         with pytest.raises(ModelError) as refused:
-            board._push_source(push(bad))
-        assert refused.value.status == 400, bad
+            board._push_source(push(absent))
+        assert (refused.value.status, refused.value.code) == (404, "no_file"), absent
+    for bad in (["../../secret"], ["/etc/passwd"], []):  # refused on the wire, by the schema's own rules
+        with pytest.raises(ValidationError):
+            push(bad)
+        if bad:  # and by the store itself, for a caller that skips the wire model
+            with pytest.raises(ModelError) as refused:
+                store.staged("org/m", bad)
+            assert (refused.value.status, refused.value.code) == (400, "bad_path"), bad
+    with pytest.raises(ModelError) as refused:
+        store.staged("org/m", [])
+    assert (refused.value.status, refused.value.code) == (400, "bad_files")
     with pytest.raises(ModelError) as refused:  # the present copy is what a plain push sends: none here
         board._push_source(push(["a.safetensors"], from_staging=False))
     assert refused.value.status == 404
