@@ -9,12 +9,15 @@ Layout (all files mode 0600, the directory 0700)::
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import logging
 import os
 import secrets
 import stat
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -83,18 +86,39 @@ def load_or_create_node_id(state_dir: Path) -> str:
     id is only created, never put over one that appeared meanwhile.
     """
     path = Path(state_dir) / NODE_ID_FILE
-    try:
-        node_id = path.read_text().strip()
+    node_id = _read_node_id(path)
+    if node_id:
+        return node_id
+    # Read and create as one step among the processes making it at once: without the lock,
+    # one that found the file empty could replace the id another had just made.
+    with _locked(path.parent):
+        node_id = _read_node_id(path)
         if node_id:
             return node_id
-    except FileNotFoundError:
-        pass
-    node_id = uuid.uuid4().hex
-    try:
-        write_atomic(path, node_id + "\n", mode=0o600, replace=path.exists())  # an empty one is replaced
-    except FileExistsError:
-        return load_or_create_node_id(state_dir)  # another process made it first: theirs it is
+        node_id = uuid.uuid4().hex
+        try:  # an empty one (seen under the lock) is replaced; otherwise create-only
+            write_atomic(path, node_id + "\n", mode=0o600, replace=path.exists())
+        except FileExistsError:
+            return _read_node_id(path) or load_or_create_node_id(state_dir)  # the client made it first
     return node_id
+
+
+def _read_node_id(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive flock on the directory itself: no lock file is left in the state dir."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def write_endpoint(state_dir: Path, endpoint: Endpoint) -> None:

@@ -33,8 +33,12 @@ def _fields_strategy(model: type[BaseModel]) -> st.SearchStrategy:
 def _field_strategy(annotation, metadata: list) -> st.SearchStrategy:
     # A nested model directly in a field goes through this strategy too, so one
     # whose validators refuse a draw (a probe without its port) is skipped, not raised.
-    if isinstance(annotation, type) and issubclass(annotation, protocol.WireModel):
-        return st.deferred(lambda: _fields_strategy(annotation).filter(lambda x: x is not None))
+    if _is_wire_model(annotation):
+        return _model_strategy(annotation)
+    if get_origin(annotation) is list and _is_wire_model(get_args(annotation)[0]):
+        # So do a list's models: hypothesis would build them from their signature, ignoring
+        # the patterns their fields carry (a file path drawn empty).
+        return st.lists(_model_strategy(get_args(annotation)[0]), max_size=3)
     pattern = _pattern(metadata)
     if pattern is not None and annotation is str:
         return _matching(pattern)
@@ -42,6 +46,14 @@ def _field_strategy(annotation, metadata: list) -> st.SearchStrategy:
         return _type_strategy(annotation)
     # Field bounds (ge=1, gt=0...) travel as annotated-types metadata, which hypothesis honours.
     return st.from_type(Annotated[(annotation, *metadata)] if metadata else annotation)
+
+
+def _is_wire_model(annotation) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, protocol.WireModel)
+
+
+def _model_strategy(model: type[BaseModel]) -> st.SearchStrategy:
+    return st.deferred(lambda: _fields_strategy(model).filter(lambda x: x is not None))
 
 
 def _pattern(metadata: list) -> str | None:
@@ -86,7 +98,7 @@ def _build(model: type[BaseModel], values: dict):
 
 
 for _model in WIRE_MODELS:
-    st.register_type_strategy(_model, st.deferred(lambda m=_model: _fields_strategy(m).filter(lambda x: x is not None)))
+    st.register_type_strategy(_model, _model_strategy(_model))
 
 
 def test_the_protocol_module_defines_the_models():
