@@ -98,9 +98,10 @@ def load_or_create_node_id(state_dir: Path) -> str:
         node_id = uuid.uuid4().hex
         try:  # an empty one (seen under the lock) is replaced; otherwise create-only
             write_atomic(path, node_id + "\n", mode=0o600, replace=path.exists())
+            return node_id
         except FileExistsError:
-            return _read_node_id(path) or load_or_create_node_id(state_dir)  # the client made it first
-    return node_id
+            pass  # the client (which takes no lock) made it first: theirs it is
+    return load_or_create_node_id(state_dir)  # read again once the lock is released
 
 
 def _read_node_id(path: Path) -> str:

@@ -43,3 +43,22 @@ def test_create_only_refuses_an_existing_file_and_leaves_no_temporary_behind(tmp
     with pytest.raises(FileExistsError):
         write_atomic(path, "second", replace=False)
     assert path.read_text() == "first" and [p.name for p in tmp_path.iterdir()] == ["f"]
+
+
+def test_an_id_the_client_writes_first_is_kept_and_an_empty_one_is_then_replaced(tmp_path, monkeypatch):
+    import sparksync_agent.state as state
+
+    calls = []
+
+    def client_first(path, data, mode=0o600, *, replace=True):
+        calls.append(replace)
+        if len(calls) == 1:  # the client creates the file (empty: a half-done write) just before us
+            path.write_text("")
+            raise FileExistsError(path)
+        write_atomic(path, data, mode, replace=replace)
+
+    monkeypatch.setattr(state, "write_atomic", client_first)
+    made = load_or_create_node_id(tmp_path)  # read again outside the lock, then replace the empty one
+    assert calls == [False, True] and (tmp_path / NODE_ID_FILE).read_text() == made + "\n" and len(made) == 32
+    (tmp_path / NODE_ID_FILE).write_text("theirs\n")
+    assert load_or_create_node_id(tmp_path) == "theirs"
