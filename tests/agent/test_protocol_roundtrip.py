@@ -7,7 +7,7 @@ from types import UnionType
 from typing import Annotated, Union, get_args, get_origin
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -107,7 +107,11 @@ def test_the_protocol_module_defines_the_models():
 
 
 @pytest.mark.parametrize("model", WIRE_MODELS, ids=lambda m: m.__name__)
-@settings(max_examples=40, deadline=None)
+# Draws that a model's validators refuse are skipped by design (a probe without its port, a
+# log source without its pattern), and nested models compound that: RankStart, through
+# RankLaunch's probe and tokens source, now and then filters more than hypothesis's health
+# check allows. It still round-trips up to 40 valid draws a case, and fails if it finds none.
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_json_round_trip(model: type[BaseModel], data):
     instance = data.draw(st.from_type(model))
