@@ -10,12 +10,22 @@ paramiko, numpy or the keyring at start-up::
     __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
 
 Type checkers read the same names from an ``if TYPE_CHECKING:`` block of imports.
+
+``lazy_module`` does the same for one heavy library that a module needs only
+once it has data to work on (numpy for the dashboard's buffers: the window
+paints before the first sample arrives)::
+
+    if TYPE_CHECKING:
+        import numpy as np
+    else:
+        np = lazy_module("numpy")
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,3 +46,17 @@ def lazy_exports(package: str, where: Mapping[str, str]) -> tuple[Callable[[str]
         return sorted(set(names) | set(vars(sys.modules[package])))
 
     return __getattr__, __dir__
+
+
+class _LazyModule(types.ModuleType):
+    """Stands for a module until one of its attributes is first read."""
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(importlib.import_module(self.__name__), attr)
+        setattr(self, attr, value)  # the next lookup of this name skips the hook (hot paths use np.*)
+        return value
+
+
+def lazy_module(name: str) -> types.ModuleType:
+    """``name``, imported when an attribute of it is first used, not when this is called."""
+    return sys.modules.get(name) or _LazyModule(name)

@@ -28,9 +28,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from sparksync.core.base.lazy import lazy_module
 from sparksync.core.telemetry.dashboard_series import (
     CLUSTER,
     MEMORY_TOTAL,
@@ -43,6 +43,11 @@ from sparksync.core.telemetry.dashboard_series import (
 from sparksync.core.telemetry.downsample import SecondAverager, SecondRow
 from sparksync.core.telemetry.series import SeriesBuffer
 from sparksync_agent.protocol import Sample
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # the window paints before there is a sample to store
 
 RAW_SPAN_S = 600  # the longest window drawn from raw samples
 MAX_SAMPLE_HZ = 10  # the agent samples at 10 Hz at most

@@ -34,16 +34,19 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from sparksync.core.base import paths
 from sparksync.core.base.backoff import Backoff
 from sparksync.core.telemetry.dashboard_model import NodeHistory
 from sparksync.core.telemetry.downsample import SecondRow
 from sparksync.core.base.errors import SparkSyncError
+from sparksync.core.base.lazy import lazy_module
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from sparksync.core.nodes.identity import NodeNames
+else:
+    np = lazy_module("numpy")  # the window paints before there is a sample to store
 
 log = logging.getLogger(__name__)
 

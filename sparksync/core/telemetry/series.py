@@ -8,8 +8,14 @@ no concatenation on every redraw.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-import numpy as np
+from sparksync.core.base.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # the window paints before there is a sample to store
 
 
 class SeriesBuffer:

@@ -46,11 +46,9 @@ from sparksync.core.telemetry import (
     MEMORY_TOTAL,
     TOKENS_TOTAL,
     DashboardModel,
-    export_csv,
     kind_of,
     plot_of,
     split_name,
-    visible_data,
 )
 from sparksync.core.base import DEFAULT_MEMORY_UNIT, MemoryUnit, format_bytes, format_memory, format_value
 from sparksync.gui.dashboard.background import BackgroundJobs
@@ -518,6 +516,9 @@ class DashboardView(QWidget):
             self.error_raised.emit("Nothing to export yet: wait for the first data to arrive.")
             return False
         t0, t1 = self._frame
+        # Here, not at the top: the export pulls numpy, which the first paint does without.
+        from sparksync.core.telemetry import export_csv, visible_data
+
         data = visible_data(self.model, t0, t1, self.shown)  # copies, so the buffers can move on
         self.jobs.run("CSV export", lambda: f"Exported {export_csv(data, Path(path))} points to {path}")
         return True
