@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 SCALE_ENV = "SPARKSYNC_PERF_SCALE"
 
@@ -17,6 +19,19 @@ def scale_from_env() -> float:
     if not 0 < value <= 10:
         raise ValueError(f"{SCALE_ENV} must be in (0, 10], got {text!r}")
     return value
+
+
+def installed_env(base: Mapping[str, str], cache_dir: Path) -> dict[str, str]:
+    """``base`` for a child that starts as an installed app does: from byte code, not source.
+
+    An installed copy (a wheel, the .deb) runs from compiled byte code. A checkout whose shell
+    sets PYTHONDONTWRITEBYTECODE would instead compile every module of the app at every start,
+    and so be timed for work users never see. The children write and read their byte code in
+    ``cache_dir`` (the checkout stays clean); run each command once untimed so the cache is warm.
+    """
+    env = {k: v for k, v in base.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(cache_dir)
+    return env
 
 
 @dataclass(frozen=True)

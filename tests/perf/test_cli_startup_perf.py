@@ -22,6 +22,7 @@ import pytest
 from sparksync.core.nodes import Registry
 from tests.core.node_factory import paired_node
 from tests.perf.report import Report, assert_targets
+from tests.perf.settings import installed_env
 
 pytestmark = [pytest.mark.perf, pytest.mark.timeout(300)]
 
@@ -44,7 +45,7 @@ def test_cli_start_against_a_bare_interpreter(tmp_path, monkeypatch, perf_out):
     registry = Registry()
     for i in range(8):
         registry.add(paired_node(f"spark-{i + 1}", i + 1))
-    env = dict(os.environ)
+    env = installed_env(os.environ, tmp_path / "pycache")
     commands = {
         "python_pass": [sys.executable, "-c", "pass"],
         "version": [sys.executable, "-m", "sparksync", "--version"],
