@@ -57,7 +57,6 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
-from sparksync_agent.protocol import Sample, Snapshot
 
 from sparksync.core.agents import LOCAL_NODE_NAME
 from sparksync.core.apps import AppSettings, Autostart, save_settings
@@ -83,6 +82,8 @@ from sparksync.gui.tray.notifier import Notifier
 from sparksync.gui.workers import Jobs
 
 if TYPE_CHECKING:  # the other tabs are imported when first built: their modules cost the first paint
+    from sparksync_agent.protocol import Sample, Snapshot
+
     from sparksync.gui.benchmarks.benchmarks_panel import BenchmarksPanel
     from sparksync.gui.chat.chat_panel import ChatPanel
     from sparksync.gui.dashboard.local_model_card import LocalModelCard

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QWidget
 
 from sparksync.core.base import DEFAULT_MEMORY_UNIT, MemoryUnit, format_memory
-from sparksync_agent.protocol import Sample, Snapshot
+
+if TYPE_CHECKING:  # the wire models load with the first sample, not before the first paint
+    from sparksync_agent.protocol import Sample, Snapshot
 
 FIELDS = (
     ("hostname", "Hostname"),

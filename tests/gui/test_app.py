@@ -112,20 +112,23 @@ import sparksync.gui.app as app
 shown = app._print_mark
 def mark(what):
     shown(what)
-    print(what, "pyqtgraph" in sys.modules, "numpy" in sys.modules, flush=True)
+    loaded = [name in sys.modules for name in ("pyqtgraph", "numpy", "sparksync_agent.protocol")]
+    print(what, *loaded, flush=True)
 app._print_mark = mark
 sys.exit(app.main([]))
 """
 
 
-def test_the_window_paints_before_pyqtgraph_and_numpy_are_imported_and_the_plots_follow(tmp_path):
+def test_the_window_paints_before_pyqtgraph_numpy_and_the_protocol_are_imported_and_the_plots_follow(tmp_path):
     # pyqtgraph's import and the eight plots cost more than the rest of the first screen: the
     # window paints first, then the dashboard builds its plots and every shown one paints.
-    # numpy (the dashboard's buffers, the history) waits too: no sample has arrived at the paint.
+    # numpy (the dashboard's buffers, the history) and the wire models wait too: no sample has
+    # arrived at the paint.
     env = {**headless_env(tmp_path), "QT_QPA_PLATFORM": "offscreen", "SPARKSYNC_GUI_EXIT_AFTER_FIRST_PAINT": "1"}
     done = subprocess.run(
         [sys.executable, "-c", _PAINT_PROBE], env=env, capture_output=True, text=True, timeout=90, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
     probed = [line.split() for line in done.stdout.splitlines() if line.split()[-1] in ("True", "False")]
-    assert probed == [["first-paint", "False", "False"], ["plots-painted", "True", "True"]]
+    assert probed[0] == ["first-paint", "False", "False", "False"]
+    assert [p[:3] for p in probed[1:]] == [["plots-painted", "True", "True"]]  # the protocol: as workers go

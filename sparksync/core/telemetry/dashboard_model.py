@@ -42,10 +42,10 @@ from sparksync.core.telemetry.dashboard_series import (
 )
 from sparksync.core.telemetry.downsample import SecondAverager, SecondRow
 from sparksync.core.telemetry.series import SeriesBuffer
-from sparksync_agent.protocol import Sample
 
 if TYPE_CHECKING:
     import numpy as np
+    from sparksync_agent.protocol import Sample
 else:
     np = lazy_module("numpy")  # the window paints before there is a sample to store
 

@@ -26,17 +26,22 @@ out, never stored as 0, so the plot shows nothing rather than a false zero.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparksync.core.base.units import bits_per_s
-from sparksync_agent.protocol import GpuSample, InterfaceKind, Reading, ReadingStatus, Sample
+
+if TYPE_CHECKING:
+    # Only the types: the wire models load with the first sample, after the window's first
+    # paint, so the kinds and statuses below are their wire values (str enums compare equal).
+    from sparksync_agent.protocol import GpuSample, Reading, Sample
 
 # The pseudo-node that holds cluster-wide series (totals, workloads' tokens/s).
 # Parentheses cannot appear in a hostname, so it never clashes with a node.
 CLUSTER = "(cluster)"
 CLUSTER_LABEL = "Cluster"
 
-# Interfaces worth a curve: the fabric and the management links, not lo or bridges.
-PLOTTED_INTERFACES = (InterfaceKind.fabric, InterfaceKind.management, InterfaceKind.other)
+# Interfaces worth a curve (InterfaceKind values): the fabric and the management links, not lo or bridges.
+PLOTTED_INTERFACES = ("fabric", "management", "other")
 
 
 @dataclass(frozen=True)
@@ -129,4 +134,4 @@ def _gpu_values(gpu: GpuSample) -> dict[str, float]:
 
 
 def _usable(reading: Reading) -> float | None:
-    return reading.value if reading.status is ReadingStatus.ok else None
+    return reading.value if reading.status == "ok" else None  # ReadingStatus.ok

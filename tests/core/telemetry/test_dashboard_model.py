@@ -8,13 +8,14 @@ from sparksync.core.telemetry.dashboard_export import HEADER, export_csv, visibl
 from sparksync.core.telemetry.dashboard_model import CLUSTER_STEP_S, STALE_S, DashboardModel, NodeHistory
 from sparksync.core.telemetry.dashboard_series import (
     CLUSTER,
+    PLOTTED_INTERFACES,
     plot_of,
     sample_values,
     series_name,
     split_name,
     tokens_series,
 )
-from sparksync_agent.protocol import Sample
+from sparksync_agent.protocol import InterfaceKind, ReadingStatus, Sample
 from tests.core.dashboard_samples import FABRIC, GB, ROCE, UNSUPPORTED, gb10, memory_sample, spark_sample
 
 T0 = 1_761_130_000.0
@@ -29,6 +30,14 @@ def test_a_spark_sample_maps_to_named_series_in_base_units():
     assert values["cpu.util"] == 12.5
     assert "net.rx.lo" not in values  # loopback is not a link worth plotting
     assert "net.rx.enP7s7" in values  # the management port is
+
+
+def test_the_plotted_kinds_and_the_usable_status_are_the_wire_values():
+    # dashboard_series names them by value, so the window can paint before the wire models load.
+    assert {InterfaceKind(kind) for kind in PLOTTED_INTERFACES} == {
+        InterfaceKind.fabric, InterfaceKind.management, InterfaceKind.other
+    }
+    assert ReadingStatus.ok == "ok"
 
 
 def test_unsupported_gpu_readings_are_left_out_never_zero():
