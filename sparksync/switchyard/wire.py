@@ -33,6 +33,9 @@ from sparksync.switchyard.wire_connection import (
 # How long a replica that closed a connection after a streamed answer is taken to do so with
 # every streamed answer (llama-server does); after that one connection is kept again, to see.
 CLOSES_AFTER_STREAM_S = 60.0
+# Spares are kept for up to this many answers in flight to one replica (see _want_spare). Four
+# helped nothing measurable and cost an engine on one core about 5 % of its tokens/s at c4.
+SPARES_UP_TO = 1
 
 
 class WireResponse:
@@ -133,8 +136,12 @@ class WireResponse:
         conn.disarm()
         if conn.complete and not conn.body and conn.keep_alive and conn.reusable:
             self._client.release(conn)
-        else:
-            conn.abort()
+            return
+        if conn.complete and conn.keep_alive and conn.closed:
+            # Whole, kept alive by its headers, and closed already: the replica's close came with
+            # the answer's end (llama-server's often does), as telling as finding it dead later.
+            self._client._closed_after(conn, conn.chunked)
+        conn.abort()
 
 
 class WireClient:
@@ -150,7 +157,7 @@ class WireClient:
         # at once instead.
         self._closes_after_stream: dict[tuple[str, str, int], float] = {}
         # Spare connections being opened, and answers not yet closed, by replica (see _want_spare).
-        self._opening: dict[tuple[str, str, int], asyncio.Task] = {}
+        self._opening: dict[tuple[str, str, int], set[asyncio.Task]] = {}
         self._in_flight: dict[tuple[str, str, int], int] = {}
         self._ssl = ssl.create_default_context()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -185,20 +192,23 @@ class WireClient:
     async def _send(self, key, request: bytes, answer_timeout: float | None) -> WireResponse:
         conn = self._reuse(key)
         if conn is not None:
-            chunked = conn.chunked
-            if conn.spare:  # taken: the next request gets one too
-                self._want_spare(key)
+            chunked, spare = conn.chunked, conn.spare
             try:
-                return await self._exchange(conn, request, answer_timeout)
+                response = await self._exchange(conn, request, answer_timeout)
             except WireTimeout:
                 raise
             except WireError:
                 # The replica had closed this kept-alive connection before reading the request (no
                 # byte of an answer came): the request reached no engine, so it goes again.
                 self._closed_after(conn, chunked)
+            else:
+                if spare:  # taken: the next request gets one too
+                    self._want_spare(key)
+                return response
         conn = await self._connect(key)
+        response = await self._exchange(conn, request, answer_timeout)
         self._want_spare(key)
-        return await self._exchange(conn, request, answer_timeout)
+        return response
 
     def release(self, conn: Connection) -> None:
         if conn.chunked and conn.key in self._closes_after_stream:
@@ -216,7 +226,7 @@ class WireClient:
         return seen is not None and time.monotonic() - seen < CLOSES_AFTER_STREAM_S
 
     async def aclose(self) -> None:
-        opening = list(self._opening.values())
+        opening = [task for tasks in self._opening.values() for task in tasks]
         for task in opening:
             task.cancel()
         await asyncio.gather(*opening, return_exceptions=True)
@@ -228,7 +238,9 @@ class WireClient:
     def _reuse(self, key) -> Connection | None:
         idle = self._idle.get(key)
         while idle:
-            conn = idle.pop()
+            # Spares oldest first: llama-server gives connections its HTTP threads in the order
+            # they came, so an older spare is the likelier to hold one and answer at once.
+            conn = idle.pop(0 if idle[0].spare else -1)
             if conn.reusable:
                 return conn
             if conn.closed:
@@ -246,30 +258,34 @@ class WireClient:
         Only for a replica seen closing the connection after each streamed
         answer (llama-server): every request to it would otherwise wait for a
         connect, and at concurrency 1 on a fast engine that is a sizeable share
-        of each answer's time. One spare per replica at most, opened while the
-        loop waits for the replica's first token, off any request's path. While
-        idle it holds one of the replica's HTTP threads, until the replica's
-        keep-alive timeout drops it; a dropped spare is skipped at reuse.
+        of each answer's time. The request that took a spare or connected opens
+        the next one once its answer has begun (llama-server sends the head
+        with the first token), so the connect delays no first token. While idle
+        a spare holds one of the replica's HTTP threads, which llama-server
+        wakes every 10 ms to check its keep-alive timeout, until that timeout
+        drops it; a dropped spare is skipped at reuse.
 
-        Only while this is the replica's one answer in flight: under load the
-        connect is a small share of a batched answer, and a spare opened in the
-        middle of other streams delays their tokens instead (at concurrency 32
-        on the tiny engine, added TTFT p50 rose from about +0.6 to +1.7 ms).
+        Only up to SPARES_UP_TO answers in flight: under load the connect is a
+        small share of a batched answer, and a spare opened in the middle of
+        other streams delays their tokens instead (at concurrency 32 on the
+        tiny engine, added TTFT p50 rose from about +0.6 to +1.7 ms; with four
+        spares at c4 and the engine on one core, tokens/s fell by about 5 %).
         """
-        if not self._closes_each_stream(key) or key in self._opening or self._in_flight.get(key, 0) > 1:
+        in_flight = self._in_flight.get(key, 0)
+        if in_flight > SPARES_UP_TO or not self._closes_each_stream(key):
             return
-        if any(c.reusable for c in self._idle.get(key, ())):
+        opening = self._opening.setdefault(key, set())
+        if len(opening) + sum(c.reusable for c in self._idle.get(key, ())) >= SPARES_UP_TO:
             return
         task = self._running_loop().create_task(self._open_spare(key))
-        self._opening[key] = task
+        opening.add(task)
+        task.add_done_callback(opening.discard)
 
     async def _open_spare(self, key) -> None:
         try:
             conn = await self._connect(key)
         except WireError:
             return  # the request that needs it will try, and say why
-        finally:
-            self._opening.pop(key, None)
         conn.spare = True
         self._idle.setdefault(key, []).append(conn)
 

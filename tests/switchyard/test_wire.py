@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from sparksync.switchyard import wire_connection
+from sparksync.switchyard import wire, wire_connection
 from sparksync.switchyard.wire import WireClient, WireConnectError, WireError, WireTimeout
 from tests.engines.engine_procs import free_port
 
@@ -205,6 +205,64 @@ def test_a_replica_that_closes_after_each_stream_gets_a_new_connection_at_once(m
     assert exchanges[1] is exchanges[0] and len({id(c) for c in exchanges}) == 3
     assert spares == [False, False, False, True]
     assert len(script.requests) == 3
+
+
+def spares_used(monkeypatch) -> list[bool]:
+    """Whether each request the client sends goes out on a spare connection, in order."""
+    used: list[bool] = []
+    exchange = WireClient._exchange
+
+    async def counted(self, conn, request, *timeouts):
+        used.append(conn.spare)
+        return await exchange(self, conn, request, *timeouts)
+
+    monkeypatch.setattr(WireClient, "_exchange", counted)
+    return used
+
+
+async def fetch_after_its_close(client: WireClient, url: str) -> tuple[int, bytes]:
+    # The replica's close arrives with the answer's end, before the relay is done with it.
+    response = await client.post(url, b"{}", {})
+    try:
+        body = await response.read()
+        await asyncio.sleep(0.05)
+        return response.status_code, body
+    finally:
+        await response.aclose()
+
+
+def test_a_close_that_comes_with_the_answers_end_is_learned_at_once(monkeypatch):
+    # llama-server's close often arrives with the end of the stream: the connection is never
+    # kept, so finding it dead at reuse cannot teach the client; the close itself must.
+    script = Script([CHUNKED_HEAD + chunked(name) for name in (b"a", b"b", b"c")], close_after=True)
+    spares = spares_used(monkeypatch)
+
+    async def thrice(client, url):
+        answers = []
+        for _ in range(3):
+            answers.append(await fetch_after_its_close(client, url))
+            await asyncio.sleep(0.05)  # time for a spare to connect
+        return answers
+
+    assert run(script, thrice) == [(200, b"a"), (200, b"b"), (200, b"c")]
+    # Learned from the first answer's end: the second request connects and opens the third's spare.
+    assert spares == [False, False, True] and len(script.requests) == 3
+
+
+def test_no_spares_beyond_a_few_answers_in_flight(monkeypatch):
+    # Under load a spare opened mid-stream delays the other streams' tokens more than it saves.
+    together = wire.SPARES_UP_TO + 2
+    script = Script([CHUNKED_HEAD + chunked(b"x")] * (2 * together), close_after=True)
+    spares = spares_used(monkeypatch)
+
+    async def body(client, url):
+        for _ in range(2):
+            await asyncio.gather(*(fetch_after_its_close(client, url) for _ in range(together)))
+            await asyncio.sleep(0.05)
+
+    run(script, body)
+    assert spares == [False] * (2 * together)
+    assert script.connections == 2 * together  # and none was opened to sit idle
 
 
 def test_a_replica_that_keeps_connections_after_streams_keeps_its_connection():
