@@ -165,6 +165,13 @@ def _signal_and_wait(pids: list[int], sig: int, timeout_s: float = 20.0) -> None
 
 def _running(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            return True
     except psutil.NoSuchProcess:
+        return False
+    # A killed process's first thread turns zombie while its other threads are still ending (one
+    # in a slow write ends only when the write does), and its sockets close with the last of them.
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except FileNotFoundError:
         return False

@@ -228,7 +228,10 @@ def test_a_stopped_agent_is_degraded_with_the_reason_and_a_restarted_one_is_foun
 
         agents.stop(node, signal.SIGKILL)  # killed: its endpoint.json stays behind
         report = fleet.check(paired)
-        assert (report.status.state, report.status.cause) == (NodeState.DEGRADED, Cause.AGENT_NOT_RUNNING)
+        assert (report.status.state, report.status.cause) == (
+            NodeState.DEGRADED,
+            Cause.AGENT_NOT_RUNNING,
+        ), report.status.reason
         assert "nothing listens on its port" in report.status.reason
 
         restarted = agents.start(node, node.name)  # a new run on another port

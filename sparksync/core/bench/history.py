@@ -40,6 +40,7 @@ from sparksync.core.bench.record import RunDetails, RunListItem, RunRecord
 from sparksync.core.bench.results import RunSummary
 from sparksync.core.bench.telemetry import TelemetrySummary
 from sparksync.core.base.paths import data_dir, ensure_dir
+from sparksync.core.base.sqlite_wal import use_wal
 from sparksync.core.nodes.identity import NodeNames
 
 log = logging.getLogger(__name__)
@@ -301,8 +302,7 @@ class HistoryStore:
 def migrate(conn: sqlite3.Connection, path: Path, migrations: Sequence[Sequence[str]] | None = None) -> None:
     """Bring the file to the newest schema this SparkSync knows (``MIGRATIONS`` unless given)."""
     migrations = MIGRATIONS if migrations is None else migrations
-    # WAL lets the history view read while a benchmark writes.
-    conn.execute("PRAGMA journal_mode=WAL")
+    use_wal(conn)  # the history view reads while a benchmark writes
     version = _user_version(conn)
     if version > len(migrations):
         raise HistoryError(f"the benchmark history {path} has schema version {version}, newer than this "

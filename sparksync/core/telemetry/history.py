@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparksync.core.base import paths
-from sparksync.core.base.backoff import Backoff
 from sparksync.core.telemetry.dashboard_model import NodeHistory
 from sparksync.core.telemetry.downsample import SecondRow
 from sparksync.core.base.errors import SparkSyncError
 from sparksync.core.base.lazy import lazy_module
+from sparksync.core.base.sqlite_wal import use_wal
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,9 +85,6 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
-# Another store switching the same new file to WAL: how long to wait for it, and how.
-WAL_WAIT_S = 5.0
-WAL_RETRY = Backoff(first_s=0.01, factor=2.0, max_s=0.2, jitter=0.5)
 
 
 class HistoryError(SparkSyncError):
@@ -129,30 +126,12 @@ class HistoryStore:
         paths.ensure_dir(self.path.parent)
         try:
             conn = sqlite3.connect(self.path, isolation_level=None)  # we issue BEGIN ourselves
-            self._use_wal(conn)
+            use_wal(conn)  # readers never wait for the writer
             conn.execute("PRAGMA synchronous=NORMAL")  # a power cut may lose the last second, never corrupt
             self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             raise self._unusable(exc) from exc
         return conn
-
-    @staticmethod
-    def _use_wal(conn: sqlite3.Connection) -> None:
-        """Readers never wait for the writer.
-
-        Switching a new file to WAL answers "locked" at once, without sqlite's busy wait, while
-        another store opening the same file switches it too; so wait a little and look again.
-        """
-        delays = WAL_RETRY.delays()
-        deadline = time.monotonic() + WAL_WAIT_S
-        while True:
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(next(delays))
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute(

@@ -15,6 +15,7 @@ from sparksync.core.bench.recording import store, training_record
 from sparksync.core.bench.telemetry import TelemetrySummary
 from sparksync.core.base.paths import data_dir
 from sparksync.core.nodes.registry import Registry
+from tests.core.at_once import errors_at_once
 from tests.core.bench.records import inference_run
 from tests.core.node_factory import paired_node
 
@@ -117,6 +118,16 @@ def test_a_failed_migration_leaves_the_file_at_the_step_before(tmp_path):
     with sqlite3.connect(path) as conn:
         columns = [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
     assert "note" not in columns
+
+
+def test_readers_opening_one_new_file_at_once_all_get_it(tmp_path):
+    # The Benchmarks panel lists runs, evals and sweeps in three workers as it first shows; on a
+    # new file their switches to WAL met, and one answered "database is locked" without waiting.
+    for attempt in range(60):
+        path = tmp_path / f"h{attempt}.sqlite3"
+        errors = errors_at_once(lambda p=path: HistoryStore(p).list_runs(), threads=4)
+        assert errors == []
+        assert user_version(path) == len(MIGRATIONS)
 
 
 def test_a_history_from_a_newer_sparksync_is_refused(tmp_path):

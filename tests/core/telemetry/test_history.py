@@ -19,6 +19,7 @@ from sparksync.core.telemetry.history import (
     default_path,
 )
 from sparksync.core.telemetry.history_recorder import HistoryRecorder
+from tests.core.at_once import errors_at_once
 from tests.core.dashboard_samples import GB, spark_sample
 from tests.core.node_factory import paired_node
 
@@ -260,21 +261,7 @@ def test_stores_opening_one_new_file_at_once_migrate_it_once(tmp_path):
     # history that does not exist yet at the same moment; neither may fail on the other's tables.
     for attempt in range(10):
         path = tmp_path / f"h{attempt}.sqlite3"
-        start = threading.Barrier(6)
-        errors: list[BaseException] = []
-
-        def open_store() -> None:
-            start.wait()
-            try:
-                HistoryStore(path).close()
-            except BaseException as exc:  # noqa: BLE001 - collected for the assertion below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=open_store) for _ in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        errors = errors_at_once(lambda p=path: HistoryStore(p).close(), threads=6)
         assert errors == []
         with HistoryStore(path) as store:
             assert store.schema_version() == SCHEMA_VERSION
