@@ -9,6 +9,7 @@ by data on either side or by ``close()``; nothing polls.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import selectors
 import socket
@@ -124,7 +125,10 @@ class Tunnel:
         finally:
             client.close()
             if channel is not None:
-                channel.close()
+                # On a transport that died (a cut link) the close cannot be sent, and the channel
+                # is gone with its transport anyway.
+                with contextlib.suppress(paramiko.SSHException, OSError, EOFError):
+                    channel.close()
 
     def _open_channel(self, peer: tuple) -> paramiko.Channel:
         transport = self._transport(self._closing)
