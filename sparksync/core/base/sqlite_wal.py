@@ -5,8 +5,8 @@ several threads and processes at once: the recorder, the GUI's views, a CLI
 export. On a file that is still in the rollback journal, ``PRAGMA
 journal_mode=WAL`` answers "database is locked" at once, without sqlite's
 busy wait, while another connection is switching the same file; so
-``use_wal`` waits a little and tries again. Once a file is in WAL the pragma
-is a no-op that never locks.
+``use_wal`` waits a little and tries again. Once a file is in WAL (it stays so)
+the pragma changes nothing.
 """
 
 from __future__ import annotations
